@@ -1,0 +1,11 @@
+"""dmlnumba: DirectML's SLICE1 and NONZERO_COORDINATES, exact, on CPU and NVIDIA GPUs.
+
+Importing the package compiles nothing and imports neither numba's compiler
+nor ``numba.cuda``: the kernels of a target compile (and load from the on-disk
+cache) on that target's first call.
+"""
+
+from .api import argwhere, nonzero_coordinates, slice1, window
+
+__version__ = "0.1.0"
+__all__ = ["slice1", "nonzero_coordinates", "argwhere", "window", "__version__"]

@@ -1,0 +1,118 @@
+"""The public API: validate everything, allocate, then hand over to a target.
+
+Every check of a call runs before any output is allocated or written, so an
+``out=`` array is untouched when a call raises.
+"""
+
+import numpy as np
+
+from . import validation as v
+from .dispatch import resolve
+from .window import window  # noqa: F401  (re-exported)
+
+def _check_stream(target, stream, func):
+    if stream is not None and target.name != "cuda":
+        raise ValueError(f"{func}(): stream= applies to CUDA calls only; this call runs on the CPU")
+
+
+def _check_writeable_out(target, out, dtype, shape, name, func):
+    v.check_out(out, dtype, shape, name, func, target.is_array)
+    if not target.is_writeable(out):
+        raise ValueError(f"{func}(): {name} is read-only")
+    v.check_no_overlap(out, name, func)
+
+
+def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, device=None,
+           stream=None):
+    """DirectML SLICE1: a strided window of ``input``, copied bit for bit.
+
+    For every output coordinate ``c``: ``output[c] = input[start + strides * c]``
+    with ``start = offsets`` where a stride is positive and
+    ``offsets + sizes - 1`` where it is negative (which reverses that
+    dimension).  ``output_sizes`` defaults to ``1 + (sizes - 1) // abs(strides)``
+    per dimension and may be smaller (at least 1).
+
+    ``input`` may have any strides (reversed, permuted, broadcast); it is read in
+    place.  ``out``, if given, must be a writeable array of the output's shape and
+    the input's dtype (any strides); it is written and returned.  ``device``:
+    ``None`` (where ``input`` lives), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    ``stream``: the CUDA stream to order the work on (CUDA only).
+
+    Raises TypeError for arguments of the wrong type and ValueError for bad
+    values, before anything is written.
+    """
+    f = "slice1"
+    target, x = resolve(input, device, f)
+    _check_stream(target, stream, f)
+    v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
+    starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
+    v.check_strides(x, "input", f)
+    if out is None:
+        out = target.empty(out_shape, x.dtype, stream)
+    else:
+        _check_writeable_out(target, out, x.dtype, out_shape, "out", f)
+        out = target.same_device(out, x, "out", f)
+    target.slice1(x, starts, steps, out, stream)
+    return out
+
+
+def nonzero_coordinates(input, width=None, *, dtype=np.uint32, out_count=None,
+                        out_coordinates=None, device=None, stream=None):
+    """DirectML NONZERO_COORDINATES: the coordinates of the non-zero elements, in order.
+
+    Returns ``(count, coordinates)``.  ``count`` is a 1-element array of
+    ``dtype`` holding the number of non-zero elements.  ``coordinates`` has
+    ``input.size`` rows and ``width`` columns (default ``input.ndim``); its first
+    ``count`` rows are the coordinates of the non-zero elements in ascending
+    (row-major) element order, right-aligned to the last ``width`` dimensions;
+    later rows are undefined.  ``width`` may be anything from the effective rank
+    (ndim less leading size-1 dimensions) to ``ndim``.
+
+    Zero is +0.0 and -0.0; NaN and the infinities are non-zero.  ``dtype`` is
+    uint32 (DirectML's), uint64 or int64; an input too large for uint32 is a
+    ValueError that says so.  ``out_count`` (any 1-element shape) and
+    ``out_coordinates`` (shape ``(R, width)``, ``(1, 1, R, width)`` or
+    ``(1, 1, 1, R, width)`` with ``R >= input.size``) are written and returned
+    if given.  On CUDA the count stays on the device and the call does not wait
+    for the GPU.
+    """
+    return _nonzero(input, width, dtype, out_count, out_coordinates, device, stream)[1:]
+
+
+def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream):
+    f = "nonzero_coordinates"
+    target, x = resolve(input, device, f)
+    _check_stream(target, stream, f)
+    v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
+    v.check_ndim(x.ndim, f)
+    v.check_strides(x, "input", f)
+    w = v.nonzero_width(x.shape, width)
+    dt = v.coord_dtype(dtype, x.size)
+    if out_count is not None:
+        _check_writeable_out(target, out_count, dt, None, "out_count", f)
+        if out_count.size != 1:
+            raise ValueError(f"{f}(): out_count has shape {tuple(out_count.shape)}; it must hold "
+                             f"exactly one element")
+    if out_coordinates is not None:
+        _check_writeable_out(target, out_coordinates, dt, None, "out_coordinates", f)
+        v.coordinates_matrix_shape(out_coordinates.shape, x.size, w)
+    count = target.empty((1,), dt, stream) if out_count is None else \
+        target.same_device(out_count, x, "out_count", f)
+    coords = target.empty((x.size, w), dt, stream) if out_coordinates is None else \
+        target.same_device(out_coordinates, x, "out_coordinates", f)
+    target.nonzero(x, w, count, coords, stream)
+    return target, count, coords
+
+
+def argwhere(input, *, device=None, stream=None):
+    """The compact ``(count, ndim)`` int64 coordinates of the non-zero elements,
+    a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions).
+
+    On CUDA this reads the count back to the host, so it waits for the GPU once.
+    """
+    target, count, coords = _nonzero(input, None, np.int64, None, None, device, stream)
+    n = target.read_count(count, stream)
+    rows = coords[:n]
+    if 2 * n < coords.shape[0]:
+        rows = target.copy(rows, stream)
+    return rows

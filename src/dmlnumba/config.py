@@ -1,0 +1,25 @@
+"""Tunable sizes, in one place so that tests can patch them small.
+
+Tests set these (through ``monkeypatch``) so that tiny inputs cross many blocks,
+which exercises the scan and the block seams on inputs that are cheap to check.
+"""
+
+#: CPU nonzero: elements per block.  Each block is a contiguous range of the
+#: element order; blocks are counted in parallel, scanned, then written in parallel.
+CPU_NONZERO_BLOCK = 1 << 16
+
+#: CPU slice1: output elements per parallel chunk.
+CPU_SLICE_CHUNK = 1 << 15
+
+#: Below this many elements, CPU kernels run on one thread (thread start-up
+#: costs more than the work).
+CPU_PARALLEL_MIN = 1 << 15
+
+#: CUDA: threads per block for both operators.
+CUDA_THREADS = 256
+
+#: CUDA nonzero: elements each thread reads per tile (tile = THREADS * ITEMS).
+CUDA_NONZERO_ITEMS = 16
+
+#: CUDA slice1: output elements each thread copies.
+CUDA_SLICE_ITEMS = 4

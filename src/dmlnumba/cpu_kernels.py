@@ -1,0 +1,170 @@
+"""CPU kernels: the shared index math compiled by ``numba.njit``, run on all cores.
+
+Importing this module imports numba but compiles nothing: every kernel compiles
+on its first call, once per bit width, and is cached on disk (``cache=True``).
+Arrays arrive as flat unsigned-integer views (see :mod:`dmlnumba.layout`), so
+one specialization serves every rank, layout and dtype of a bit width.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from . import indexmath as _im
+
+_inline = njit(inline="always", cache=True)
+unravel = _inline(_im.unravel)
+offset = _inline(_im.offset)
+next_row = _inline(_im.next_row)
+is_nonzero = _inline(_im.is_nonzero)
+write_coordinates = _inline(_im.write_coordinates)
+block_bounds = _inline(_im.block_bounds)
+
+
+@_inline
+def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
+    """Copy output elements ``[lo, hi)`` of a strided copy, a row at a time."""
+    coords = np.empty(ndim, np.int64)
+    unravel(lo, shape, ndim, coords)
+    last = ndim - 1
+    row = shape[last]
+    ss = sst[last]
+    ds = dstr[last]
+    remaining = hi - lo
+    while remaining > 0:
+        s = sb + offset(coords, sst, ndim)
+        d = db + offset(coords, dstr, ndim)
+        n = min(row - coords[last], remaining)
+        if ss == 1 and ds == 1:
+            dst[d:d + n] = src[s:s + n]
+        elif ds == 1:
+            for k in range(n):
+                dst[d + k] = src[s + k * ss]
+        else:
+            for k in range(n):
+                dst[d + k * ds] = src[s + k * ss]
+        remaining -= n
+        next_row(coords, shape, ndim)
+
+
+@njit(parallel=True, cache=True)
+def slice_copy(src, src_base, dst, dst_base, geom, chunk, parallel):
+    """Strided copy: ``geom`` rows are sizes, source and destination strides."""
+    ndim = geom.shape[1]
+    shape = geom[0]
+    sst = geom[1]
+    dstr = geom[2]
+    total = 1
+    for d in range(ndim):
+        total *= shape[d]
+    nchunks = (total + chunk - 1) // chunk
+    if parallel and nchunks > 1:
+        for c in prange(nchunks):
+            lo, hi = block_bounds(c, chunk, total)
+            _copy_range(src, src_base, dst, dst_base, shape, sst, dstr, ndim, lo, hi)
+    else:
+        _copy_range(src, src_base, dst, dst_base, shape, sst, dstr, ndim, 0, total)
+
+
+@_inline
+def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
+    """Number of non-zero elements among elements ``[lo, hi)`` (row-major order)."""
+    coords = np.empty(ndim, np.int64)
+    unravel(lo, shape, ndim, coords)
+    last = ndim - 1
+    row = shape[last]
+    st = strides[last]
+    remaining = hi - lo
+    c = 0
+    while remaining > 0:
+        p = sb + offset(coords, strides, ndim)
+        n = min(row - coords[last], remaining)
+        if st == 1:
+            for k in range(n):
+                c += is_nonzero(src[p + k], mask)
+        else:
+            for k in range(n):
+                c += is_nonzero(src[p + k * st], mask)
+        remaining -= n
+        next_row(coords, shape, ndim)
+    return c
+
+
+@_inline
+def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
+                 out, ob, rs, cs, width, row, row_end):
+    """Write the coordinates of the non-zero elements among ``[lo, hi)`` into rows
+    ``[row, row_end)`` of ``out``, in element order.
+
+    Dense ranges write every element's row and advance the row index by the
+    element's non-zero flag (no unpredictable branch); a row written for a zero
+    element is overwritten by the next one, and the loop stops as soon as the
+    range's last row is written, so nothing past ``row_end`` is touched.
+    """
+    if row == row_end:
+        return
+    coords = np.empty(ndim, np.int64)
+    unravel(lo, shape, ndim, coords)
+    last = ndim - 1
+    n_row = shape[last]
+    st = strides[last]
+    dense = (row_end - row) * 4 > (hi - lo)
+    while True:
+        p = sb + offset(coords, strides, ndim)
+        j0 = coords[last]
+        n = n_row - j0
+        if dense:
+            for k in range(n):
+                write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k)
+                row += is_nonzero(src[p + k * st], mask)
+                if row == row_end:
+                    return
+        else:
+            for k in range(n):
+                if is_nonzero(src[p + k * st], mask):
+                    write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k)
+                    row += 1
+            if row == row_end:
+                return
+        next_row(coords, shape, ndim)
+
+
+@njit(parallel=True, cache=True)
+def nonzero(src, src_base, mask, geom, block, out, out_base, rs, cs, width,
+            count, count_pos, parallel):
+    """NONZERO_COORDINATES: block counts, an exclusive scan, then ordered writes.
+
+    Block ``b`` holds elements ``[b*block, (b+1)*block)`` of the row-major
+    order.  Pass 1 counts each block's non-zeros; the exclusive scan of the
+    counts gives each block its first output row; pass 2 writes each block's
+    rows.  The result is in ascending element order with no sort and no atomics.
+    """
+    ndim = geom.shape[1]
+    shape = geom[0]
+    strides = geom[1]
+    total = 1
+    for d in range(ndim):
+        total *= shape[d]
+    nblocks = max(1, (total + block - 1) // block)
+    rows = np.empty(nblocks + 1, np.int64)
+    if parallel and nblocks > 1:
+        for b in prange(nblocks):
+            lo, hi = block_bounds(b, block, total)
+            rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
+    else:
+        for b in range(nblocks):
+            lo, hi = block_bounds(b, block, total)
+            rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
+    rows[0] = 0
+    for b in range(nblocks):
+        rows[b + 1] += rows[b]
+    if parallel and nblocks > 1:
+        for b in prange(nblocks):
+            lo, hi = block_bounds(b, block, total)
+            _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
+                         out, out_base, rs, cs, width, rows[b], rows[b + 1])
+    else:
+        for b in range(nblocks):
+            lo, hi = block_bounds(b, block, total)
+            _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
+                         out, out_base, rs, cs, width, rows[b], rows[b + 1])
+    count[count_pos] = rows[nblocks]

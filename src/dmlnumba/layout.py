@@ -1,0 +1,75 @@
+"""Memory-layout arithmetic on the host, in plain Python (no numba, no device).
+
+Kernels never see an N-d array.  Every array, whatever its strides (negative,
+zero, permuted), is passed as a flat 1-d view of unsigned integers of its item
+size spanning all of its elements, plus the element offset of its first
+element and its strides in elements.  One compiled kernel then serves every
+rank, layout and dtype of a given bit width.
+"""
+
+import numpy as np
+
+
+def extent(shape, strides, itemsize):
+    """For byte ``strides``: ``(low, span, base, elem_strides)``.
+
+    ``low`` is the byte offset (<= 0) of the lowest-addressed element relative
+    to element 0, ``span`` the number of items from the lowest to the highest
+    addressed element, ``base`` the item index of element 0 within that span.
+    Requires every dimension to be non-empty and strides to be multiples of
+    ``itemsize``.
+    """
+    low = 0
+    high = 0
+    es = []
+    for n, s in zip(shape, strides):
+        if s < 0:
+            low += (n - 1) * s
+        else:
+            high += (n - 1) * s
+        es.append(s // itemsize)
+    return low, (high - low) // itemsize + 1, -low // itemsize, es
+
+
+def c_strides(shape):
+    """Row-major element strides of ``shape``."""
+    out = [0] * len(shape)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        out[d] = acc
+        acc *= shape[d]
+    return out
+
+
+def slice_geometry(out_shape, starts, steps, src_strides, dst_strides):
+    """Reduce a strided copy to its fewest dimensions.
+
+    Output coordinate ``c`` reads source element ``sum((start + step*c) * src_stride)``
+    and writes destination element ``sum(c * dst_stride)``.  Returns
+    ``(geom, src_off)``: ``geom`` an int64 array of shape (3, k) holding sizes,
+    source strides and destination strides of k >= 1 dimensions, and the source
+    offset of output element 0.  Size-1 dimensions are dropped, dimensions are
+    ordered by decreasing destination stride (so that the destination is walked
+    in memory order), and neighbours that are contiguous in both arrays merge.
+    """
+    src_off = 0
+    dims = []
+    for n, a, t, s, w in zip(out_shape, starts, steps, src_strides, dst_strides):
+        src_off += a * s
+        if n != 1:
+            dims.append((n, t * s, w))
+    if not dims:
+        return np.array([[1], [0], [0]], np.int64), src_off
+    for i in range(1, len(dims)):
+        if abs(dims[i][2]) > abs(dims[i - 1][2]):
+            dims.sort(key=lambda t: -abs(t[2]))
+            break
+    merged = [dims[-1]]
+    for n, s, w in reversed(dims[:-1]):
+        n0, s0, w0 = merged[-1]
+        if s == s0 * n0 and w == w0 * n0:
+            merged[-1] = (n * n0, s0, w0)
+        else:
+            merged.append((n, s, w))
+    merged.reverse()
+    return np.array(merged, np.int64).T.copy(), src_off

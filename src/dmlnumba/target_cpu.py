@@ -1,0 +1,99 @@
+"""The CPU target: NumPy arrays in, flat views to the numba kernels, results out.
+
+Arguments arrive validated (see :mod:`dmlnumba.api`); this module only lays
+arrays out for the kernels and launches them.  It imports numba's CPU kernels
+on first use, so ``import dmlnumba`` stays light.
+"""
+
+import numpy as np
+
+from . import config
+from .layout import c_strides, extent, slice_geometry
+from .validation import nonzero_mask, uint_of_size
+
+name = "cpu"
+_kernels = None
+_masks = {}
+
+
+def kernels():
+    global _kernels
+    if _kernels is None:
+        from . import cpu_kernels
+        _kernels = cpu_kernels
+    return _kernels
+
+
+def is_array(a):
+    return isinstance(a, np.ndarray)
+
+
+def is_writeable(a):
+    return a.flags.writeable
+
+
+def empty(shape, dtype, stream=None):
+    return np.empty(shape, dtype)
+
+
+def same_device(out, x, name, func):
+    return out
+
+
+def read_count(count, stream=None):
+    return int(count.reshape(-1)[0])
+
+
+def copy(a, stream=None):
+    return a.copy()
+
+
+def flat(a, writeable):
+    """``(view, base, strides)``: a flat unsigned view spanning all elements of the
+    non-empty array ``a``, the index of element 0 in it, and element strides.
+    Input views are marked read-only so that one compiled type serves all inputs."""
+    u = uint_of_size(a.itemsize)
+    if a.flags.c_contiguous:
+        v = a.reshape(-1).view(u)
+        es = c_strides(a.shape)
+        base = 0
+    else:
+        low, span, base, es = extent(a.shape, a.strides, a.itemsize)
+        if low:
+            a = a[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in a.strides)]
+        v = np.lib.stride_tricks.as_strided(a.view(u), shape=(span,), strides=(a.itemsize,))
+    if not writeable:
+        v.flags.writeable = False
+    return v, base, es
+
+
+def slice1(x, starts, steps, out, stream=None):
+    if np.may_share_memory(x, out):
+        tmp = np.empty(out.shape, out.dtype)
+        slice1(x, starts, steps, tmp)
+        out[...] = tmp
+        return
+    src, sbase, sstr = flat(x, False)
+    dst, dbase, dstr = flat(out, True)
+    geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
+    kernels().slice_copy(src, sbase + off, dst, dbase, geom, config.CPU_SLICE_CHUNK,
+                         out.size >= config.CPU_PARALLEL_MIN)
+
+
+def nonzero(x, width, count, coords, stream=None):
+    cnt, cbase, _ = flat(count, True)
+    if x.size == 0:
+        cnt[cbase] = 0
+        return
+    src, sbase, sstr = flat(x, False)
+    if width:
+        out, obase, ostr = flat(coords, True)
+        rs, cs = ostr[-2], ostr[-1]
+    else:
+        out, obase, rs, cs = cnt, cbase, 0, 0
+    mask = _masks.get(x.dtype)
+    if mask is None:
+        mask = _masks[x.dtype] = src.dtype.type(nonzero_mask(x.dtype))
+    geom = np.array([x.shape, sstr], np.int64)
+    kernels().nonzero(src, sbase, mask, geom, config.CPU_NONZERO_BLOCK, out, obase, rs, cs,
+                      width, cnt, cbase, x.size >= config.CPU_PARALLEL_MIN)

@@ -1,0 +1,246 @@
+"""Validation and normalisation of the public API's arguments, in plain Python.
+
+Nothing here imports numba, touches device memory or writes to an output: every
+check of a call runs here, before any kernel is launched, so that an ``out=``
+array is left untouched when a call fails.  Errors follow NumPy's conventions:
+``TypeError`` for an argument of the wrong type, ``ValueError`` for a bad value,
+and the message names the parameter, the dimension and the values.
+"""
+
+import operator
+
+import numpy as np
+
+MAX_DIMS = 8
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+#: DirectML's eleven tensor data types (SLICE1 and NONZERO_COORDINATES inputs).
+DML_DTYPES = tuple(
+    np.dtype(t)
+    for t in (
+        "float64", "float32", "float16",
+        "int64", "int32", "int16", "int8",
+        "uint64", "uint32", "uint16", "uint8",
+    )
+)
+SLICE_DTYPES = frozenset(DML_DTYPES)
+NONZERO_DTYPES = frozenset(DML_DTYPES + (np.dtype(np.bool_),))
+#: Coordinate/count types of nonzero_coordinates; uint32 is DirectML's.
+COORD_DTYPES = frozenset(np.dtype(t) for t in ("uint32", "uint64", "int64"))
+#: Largest element count whose coordinates and count fit each coordinate type.
+COORD_LIMITS = {np.dtype(np.uint32): (1 << 32) - 1,
+                np.dtype(np.uint64): INT64_MAX,
+                np.dtype(np.int64): INT64_MAX}
+
+_UINT_BY_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16),
+                 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+
+
+def _names(dtypes):
+    return ", ".join(sorted(str(d) for d in dtypes))
+
+
+def check_dtype(dtype, allowed, func, name="input"):
+    """Raise TypeError unless ``dtype`` (native byte order) is in ``allowed``."""
+    if dtype not in allowed:
+        if dtype.kind in "biufc" and not dtype.isnative:
+            why = f"{dtype.str} has non-native byte order"
+        else:
+            why = f"dtype {dtype} is not supported"
+        raise TypeError(f"{func}(): {name} {why}; supported dtypes: {_names(allowed)}")
+
+
+def check_ndim(ndim, func, name="input"):
+    if not 1 <= ndim <= MAX_DIMS:
+        raise ValueError(
+            f"{func}(): {name} has {ndim} dimensions; DirectML tensors have 1 to {MAX_DIMS}")
+
+
+def int_tuple(values, name, ndim, func):
+    """``values`` as a tuple of ``ndim`` Python ints, each within int64.
+
+    Accepts any sequence or 1-d array of integers (Python or NumPy); bools,
+    floats and other types are TypeErrors, a wrong length or an int64 overflow a
+    ValueError.
+    """
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"{func}(): {name} must be one-dimensional, got shape {values.shape}")
+        if values.dtype.kind not in "iu":
+            raise TypeError(f"{func}(): {name} must hold integers, not {values.dtype}")
+        values = values.tolist()
+    elif isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise TypeError(
+            f"{func}(): {name} must be a sequence of {ndim} integers, not {type(values).__name__}")
+    if len(values) != ndim:
+        raise ValueError(
+            f"{func}(): {name} has {len(values)} values but input has {ndim} dimensions")
+    out = []
+    for i, v in enumerate(values):
+        if type(v) is not int:
+            if isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"{func}(): {name}[{i}] must be an integer, not bool")
+            try:
+                v = operator.index(v)
+            except TypeError:
+                raise TypeError(
+                    f"{func}(): {name}[{i}] must be an integer, not {type(v).__name__}") from None
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise ValueError(f"{func}(): {name}[{i}] = {v} does not fit in int64")
+        out.append(v)
+    return tuple(out)
+
+
+def slice1_params(shape, offsets, sizes, strides, output_sizes):
+    """Check SLICE1's parameters against an input ``shape``.
+
+    Returns ``(starts, strides, out_shape)``: for each dimension the input index
+    of output coordinate 0, the signed step, and the output's size.
+    """
+    f = "slice1"
+    ndim = len(shape)
+    check_ndim(ndim, f)
+    offsets = int_tuple(offsets, "offsets", ndim, f)
+    sizes = int_tuple(sizes, "sizes", ndim, f)
+    strides = int_tuple(strides, "strides", ndim, f)
+    if output_sizes is not None:
+        output_sizes = int_tuple(output_sizes, "output_sizes", ndim, f)
+    starts = []
+    out_shape = []
+    for d in range(ndim):
+        o, s, t, n = offsets[d], sizes[d], strides[d], shape[d]
+        if t == 0:
+            raise ValueError(f"{f}(): strides[{d}] is 0; strides must be non-zero")
+        if o < 0:
+            raise ValueError(f"{f}(): offsets[{d}] = {o} is negative")
+        if s < 1:
+            raise ValueError(
+                f"{f}(): sizes[{d}] = {s}; the window must span at least 1 element in every "
+                f"dimension")
+        if o + s > n:
+            raise ValueError(
+                f"{f}(): window out of bounds for dimension {d}: offsets[{d}] + sizes[{d}] = "
+                f"{o} + {s} = {o + s} > input.shape[{d}] = {n}")
+        most = 1 + (s - 1) // abs(t)
+        if output_sizes is None:
+            m = most
+        else:
+            m = output_sizes[d]
+            if not 1 <= m <= most:
+                raise ValueError(
+                    f"{f}(): output_sizes[{d}] = {m} is out of range for dimension {d}: it must "
+                    f"be between 1 and 1 + (sizes[{d}] - 1) // abs(strides[{d}]) = {most}")
+        starts.append(o if t > 0 else o + s - 1)
+        out_shape.append(m)
+    return tuple(starts), strides, tuple(out_shape)
+
+
+def check_out(out, dtype, shape, name, func, is_array):
+    """An output array must be an array of this target, writeable, of ``dtype`` and ``shape``."""
+    if not is_array(out):
+        raise TypeError(f"{func}(): {name} must be an array, not {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"{func}(): {name} has dtype {out.dtype}, expected {dtype}")
+    if shape is not None and tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{func}(): {name} has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    check_strides(out, name, func)
+
+
+def check_strides(a, name, func):
+    """Strides must be multiples of the item size (views of the elements)."""
+    isz = a.dtype.itemsize
+    for d, s in enumerate(a.strides):
+        if s % isz:
+            raise ValueError(
+                f"{func}(): {name}.strides[{d}] = {s} is not a multiple of the item size {isz}")
+
+
+def check_no_overlap(out, name, func):
+    """An output may not write one memory location twice (zero or overlapping strides)."""
+    dims = sorted((abs(s), n) for s, n in zip(out.strides, out.shape) if n > 1)
+    reach = out.dtype.itemsize
+    for s, n in dims:
+        if s < reach:
+            raise ValueError(
+                f"{func}(): {name} has overlapping memory (strides {tuple(out.strides)}, shape "
+                f"{tuple(out.shape)}); it must be able to hold every element separately")
+        reach = s * (n - 1) + reach
+
+
+def effective_rank(shape):
+    """Number of dimensions after leading size-1 dimensions are dropped."""
+    r = len(shape)
+    for n in shape:
+        if n != 1:
+            break
+        r -= 1
+    return r
+
+
+def nonzero_width(shape, width):
+    f = "nonzero_coordinates"
+    ndim = len(shape)
+    lo = effective_rank(shape)
+    if width is None:
+        return ndim
+    if isinstance(width, (bool, np.bool_)):
+        raise TypeError(f"{f}(): width must be an integer, not bool")
+    try:
+        width = operator.index(width)
+    except TypeError:
+        raise TypeError(f"{f}(): width must be an integer, not {type(width).__name__}") from None
+    if not lo <= width <= ndim:
+        raise ValueError(
+            f"{f}(): width = {width} is out of range for an input of shape {tuple(shape)}: it must "
+            f"be between the effective rank {lo} and the number of dimensions {ndim}")
+    return width
+
+
+def coord_dtype(dtype, size):
+    f = "nonzero_coordinates"
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{f}(): dtype {dtype!r} is not a NumPy dtype") from None
+    if dt not in COORD_DTYPES:
+        raise TypeError(f"{f}(): dtype {dt} is not supported; use one of {_names(COORD_DTYPES)}")
+    if size > COORD_LIMITS[dt]:
+        raise ValueError(
+            f"{f}(): input has {size} elements, more than dtype {dt} can count and index "
+            f"(at most {COORD_LIMITS[dt]}); pass dtype=numpy.uint64 or numpy.int64")
+    return dt
+
+
+def coordinates_matrix_shape(out_shape, rows, width, name="out_coordinates"):
+    """Where ``out_coordinates`` has shape (R, N), (1, 1, R, N) or (1, 1, 1, R, N) with
+    R >= rows and N == width, return R; else raise ValueError."""
+    f = "nonzero_coordinates"
+    out_shape = tuple(out_shape)
+    lead = out_shape[:-2]
+    if len(out_shape) not in (2, 4, 5) or any(n != 1 for n in lead):
+        raise ValueError(
+            f"{f}(): {name} has shape {out_shape}; expected (rows, {width}), (1, 1, rows, {width}) "
+            f"or (1, 1, 1, rows, {width}) with rows >= {rows}")
+    r, n = out_shape[-2:]
+    if n != width:
+        raise ValueError(f"{f}(): {name} has {n} columns, expected width = {width}")
+    if r < rows:
+        raise ValueError(
+            f"{f}(): {name} has {r} rows, too few for an input of {rows} elements (it needs "
+            f"at least {rows})")
+    return r
+
+
+def uint_of_size(itemsize):
+    return _UINT_BY_SIZE[itemsize]
+
+
+def nonzero_mask(dtype):
+    """Bits that make an element non-zero: all of them, but the sign bit of a float
+    (so that -0.0 is zero; NaN and the infinities are not)."""
+    bits = dtype.itemsize * 8
+    full = (1 << bits) - 1
+    if dtype.kind == "f":
+        return full >> 1
+    return full
