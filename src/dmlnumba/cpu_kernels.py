@@ -108,10 +108,11 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
     n_row = shape[last]
     st = strides[last]
     dense = (row_end - row) * 4 > (hi - lo)
-    while True:
+    remaining = hi - lo
+    while remaining > 0:
         p = sb + offset(coords, strides, ndim)
         j0 = coords[last]
-        n = n_row - j0
+        n = min(n_row - j0, remaining)
         if dense:
             for k in range(n):
                 write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k)
@@ -125,6 +126,7 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
                     row += 1
             if row == row_end:
                 return
+        remaining -= n
         next_row(coords, shape, ndim)
 
 

@@ -1,0 +1,41 @@
+import contextlib
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Profiles: "ci" keeps the randomized run short on a 2-core machine without a GPU;
+# "dev" is the default; "thorough" is for a long local or GPU run.
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                      HealthCheck.function_scoped_fixture])
+settings.register_profile("ci", max_examples=60, derandomize=True, **_common)
+settings.register_profile("dev", max_examples=150, **_common)
+settings.register_profile("thorough", max_examples=1000, **_common)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@contextlib.contextmanager
+def tiny_blocks():
+    """Patch the block sizes small, so that tiny inputs cross many blocks and the
+    parallel paths run."""
+    from dmlnumba import config
+    names = ("CPU_NONZERO_BLOCK", "CPU_SLICE_CHUNK", "CPU_PARALLEL_MIN",
+             "CUDA_THREADS", "CUDA_NONZERO_ITEMS", "CUDA_SLICE_ITEMS")
+    saved = {n: getattr(config, n) for n in names}
+    config.CPU_NONZERO_BLOCK = 7
+    config.CPU_SLICE_CHUNK = 5
+    config.CPU_PARALLEL_MIN = 0
+    config.CUDA_THREADS = 32
+    config.CUDA_NONZERO_ITEMS = 2
+    config.CUDA_SLICE_ITEMS = 2
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            setattr(config, n, v)
+
+
+@pytest.fixture
+def small_blocks():
+    with tiny_blocks():
+        yield

@@ -1,0 +1,77 @@
+"""Which devices the operator tests run on, and moving test arrays there and back.
+
+The CPU always.  CUDA where numba sees a GPU, or under the simulator
+(``NUMBA_ENABLE_CUDASIM=1``, set before numba is imported), unless
+``DMLNUMBA_TEST_CUDA=0``.  On CUDA, test arrays keep their exact memory layout
+(negative, zero and permuted strides): the bytes the host array spans are
+copied to the device and a ``__cuda_array_interface__`` view with the same
+strides is handed to dmlnumba, as a foreign (CuPy- or PyTorch-like) array would be.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _cuda_available():
+    if os.environ.get("DMLNUMBA_TEST_CUDA") == "0":
+        return False
+    try:
+        from numba import cuda
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+CUDA = _cuda_available()
+DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
+
+skip_on_cudasim = pytest.mark.skipif(SIM, reason="not under the CUDA simulator")
+needs_real_gpu = pytest.mark.skipif(not CUDA or SIM, reason="needs a real CUDA GPU")
+
+
+class ForeignCudaArray:
+    """A bare ``__cuda_array_interface__`` exporter over device memory (keeps the owner alive)."""
+
+    def __init__(self, owner, ptr, shape, strides, dtype, readonly=False):
+        self._owner = owner
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.__cuda_array_interface__ = {
+            "shape": self.shape, "strides": tuple(strides), "typestr": self.dtype.str,
+            "data": (ptr, readonly), "version": 3, "stream": None,
+        }
+
+
+def to_device(a, device, readonly=False):
+    """``a`` on ``device``, same values and same strides."""
+    if device == "cpu":
+        return a
+    from numba import cuda
+    from dmlnumba.layout import extent
+    if a.size == 0:
+        d = cuda.device_array(a.shape, a.dtype)
+        return d
+    low, span, base, _ = extent(a.shape, a.strides, a.itemsize)
+    flat = np.lib.stride_tricks.as_strided(
+        a.reshape(-1)[:1] if a.flags.c_contiguous else a[tuple(
+            slice(None, None, -1) if s < 0 else slice(None) for s in a.strides)],
+        shape=(span,), strides=(a.itemsize,))
+    d = cuda.to_device(np.ascontiguousarray(flat))
+    ptr = d.__cuda_array_interface__["data"][0] + base * a.itemsize
+    return ForeignCudaArray(d, ptr, a.shape, a.strides, a.dtype, readonly)
+
+
+def to_host(a):
+    """A result as a NumPy array."""
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "copy_to_host"):
+        return a.copy_to_host()
+    if isinstance(a, ForeignCudaArray):
+        from numba import cuda
+        return cuda.as_cuda_array(a).copy_to_host()
+    return np.asarray(a)

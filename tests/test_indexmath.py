@@ -1,0 +1,127 @@
+"""The shared index math and the layout arithmetic, run as plain Python."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dmlnumba import indexmath as im
+from dmlnumba import layout
+from strategies import LAYOUTS, make_layout, shapes
+
+
+@given(shape=shapes(max_dims=8, max_side=5, max_size=400), data=st.data())
+def test_unravel_matches_numpy(shape, data):
+    size = int(np.prod(shape))
+    linear = data.draw(st.integers(0, size - 1))
+    coords = [0] * len(shape)
+    im.unravel(linear, shape, len(shape), coords)
+    assert tuple(coords) == tuple(int(c) for c in np.unravel_index(linear, shape))
+
+
+@given(shape=shapes(max_dims=5, max_side=4, max_size=200))
+def test_next_row_walks_every_row_in_order(shape):
+    ndim = len(shape)
+    coords = [0] * ndim
+    seen = [tuple(coords[:-1])]
+    while im.next_row(coords, shape, ndim):
+        assert coords[-1] == 0
+        seen.append(tuple(coords[:-1]))
+    assert coords == [0] * ndim
+    assert seen == list(itertools.product(*(range(n) for n in shape[:-1])))
+
+
+def test_offset_is_dot_product():
+    assert im.offset([1, 2, 3], [100, -10, 0], 3) == 80
+    assert im.offset([4], [7], 1) == 28
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_is_nonzero_on_float_bits(dtype):
+    from dmlnumba.validation import nonzero_mask, uint_of_size
+    dt = np.dtype(dtype)
+    mask = nonzero_mask(dt)
+    vals = np.array([0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1.0, -2.0], dt)
+    raw = vals.view(uint_of_size(dt.itemsize))
+    got = [im.is_nonzero(int(b), mask) for b in raw]
+    assert got == [False, False, True, True, True, True, True, True]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint64", "bool", "int64"])
+def test_is_nonzero_on_integer_bits(dtype):
+    from dmlnumba.validation import nonzero_mask
+    dt = np.dtype(dtype)
+    mask = nonzero_mask(dt)
+    assert im.is_nonzero(0, mask) is False
+    assert im.is_nonzero(1, mask) is True
+    assert im.is_nonzero(mask, mask) is True  # all bits set: -1 or the maximum
+
+
+def test_write_coordinates_right_aligned_with_strides():
+    out = [0] * 12
+    im.write_coordinates(out, 1, 3, [5, 6, 7, 0], 4, 3, 9)  # columns at 1, 4, 7
+    assert out[1] == 6 and out[4] == 7 and out[7] == 9
+    assert sum(out) == 22
+    out = [0] * 3
+    im.write_coordinates(out, 0, 1, [5], 1, 0, 9)  # width 0 writes nothing
+    assert out == [0, 0, 0]
+
+
+def test_block_bounds_cover_the_range():
+    total, bs = 23, 5
+    got = [im.block_bounds(b, bs, total) for b in range(5)]
+    assert got == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
+
+
+@given(shape=shapes(max_dims=6, max_side=5, max_size=500), layout_name=st.sampled_from(LAYOUTS),
+       seed=st.integers(0, 2**32 - 1))
+def test_extent_spans_exactly_the_array(shape, layout_name, seed):
+    rng = np.random.default_rng(seed)
+    a = make_layout(rng, np.arange(int(np.prod(shape)), dtype=np.int32), shape, layout_name)
+    low, span, base, es = layout.extent(a.shape, a.strides, a.itemsize)
+    lo, hi = np.lib.array_utils.byte_bounds(a)
+    ptr = a.__array_interface__["data"][0]
+    assert ptr + low == lo
+    assert span * a.itemsize == hi - lo
+    assert base * a.itemsize == ptr - lo
+    assert [s * a.itemsize for s in es] == list(a.strides)
+
+
+def _simulate_copy(geom, src_off, src, n_out):
+    shape, sst, dst_strides = geom
+    out = {}
+    for c in itertools.product(*(range(n) for n in shape)):
+        s = src_off + sum(ci * si for ci, si in zip(c, sst))
+        d = sum(ci * di for ci, di in zip(c, dst_strides))
+        out[d] = src[s]
+    return [out[i] for i in range(n_out)]
+
+
+@given(shape=shapes(max_dims=5, max_side=5, max_size=300), data=st.data())
+def test_slice_geometry_is_the_same_copy(shape, data):
+    # A source in C order; a window of it; a C-order destination.
+    starts, steps, outs = [], [], []
+    for n in shape:
+        t = data.draw(st.integers(1, 3)) * data.draw(st.sampled_from([1, -1]))
+        m = data.draw(st.integers(1, max(1, n // abs(t))))
+        a = data.draw(st.integers(0, n - 1 - (m - 1) * abs(t))) if t > 0 else \
+            data.draw(st.integers((m - 1) * abs(t), n - 1))
+        starts.append(a)
+        steps.append(t)
+        outs.append(m)
+    src = np.arange(int(np.prod(shape))).reshape(shape)
+    want = src[np.ix_(*[a + t * np.arange(m) for a, t, m in zip(starts, steps, outs)])]
+    geom, off = layout.slice_geometry(outs, starts, steps, layout.c_strides(shape),
+                                      layout.c_strides(outs))
+    assert geom.shape[0] == 3 and 1 <= geom.shape[1] <= len(shape)
+    got = _simulate_copy(geom, off, src.reshape(-1), want.size)
+    assert got == want.reshape(-1).tolist()
+
+
+def test_slice_geometry_merges_contiguous_dimensions():
+    geom, off = layout.slice_geometry((2, 3, 4), (0, 0, 0), (1, 1, 1), (12, 4, 1), (12, 4, 1))
+    assert geom.tolist() == [[24], [1], [1]] and off == 0
+    geom, off = layout.slice_geometry((1, 1), (0, 2), (1, 1), (5, 1), (1, 1))
+    assert geom.tolist() == [[1], [0], [0]] and off == 2

@@ -1,0 +1,144 @@
+"""nonzero_coordinates and argwhere against NumPy."""
+
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dmlnumba
+from conftest import tiny_blocks
+from devices import DEVICES, to_device, to_host
+from strategies import NONZERO_DTYPES, arrays, check_written, fill, odd_out
+from dmlnumba.validation import effective_rank
+
+SPEC_INPUT = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(1, 1, 2, 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_spec_example(device):
+    count, coords = dmlnumba.nonzero_coordinates(to_device(SPEC_INPUT, device), 3, device=device)
+    count, coords = to_host(count), to_host(coords)
+    assert count.shape == (1,) and count.dtype == np.uint32 and count[0] == 4
+    assert coords.shape == (8, 3) and coords.dtype == np.uint32
+    np.testing.assert_array_equal(coords[:4], [[0, 0, 0], [0, 0, 3], [0, 1, 1], [0, 1, 3]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_spec_ordering_example(device):
+    x = np.zeros((2, 6), np.int8)
+    x[1, 0] = x[1, 2] = x[0, 5] = 1
+    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
+    n = int(to_host(count)[0])
+    np.testing.assert_array_equal(to_host(coords)[:n], [[0, 5], [1, 0], [1, 2]])
+
+
+def _expected(x, width):
+    want = np.argwhere(x)
+    return want[:, x.ndim - width:]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_random_inputs_match_numpy(device, data):
+    x = data.draw(arrays(dtypes=NONZERO_DTYPES, allow_zero=True))
+    lo = effective_rank(x.shape)
+    width = data.draw(st.integers(lo, x.ndim))
+    dtype = data.draw(st.sampled_from([np.uint32, np.uint64, np.int64]))
+    ctx = tiny_blocks() if data.draw(st.booleans()) else contextlib.nullcontext()
+    with ctx:
+        count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), width, dtype=dtype,
+                                                     device=device)
+    count, coords = to_host(count), to_host(coords)
+    want = _expected(x, width)
+    assert count.shape == (1,) and count.dtype == dtype
+    assert coords.shape == (x.size, width) and coords.dtype == dtype
+    assert int(count[0]) == len(want)
+    np.testing.assert_array_equal(coords[:len(want)], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_outputs_with_odd_strides_and_padded_shapes(device, data):
+    x = data.draw(arrays(dtypes=NONZERO_DTYPES, max_dims=4))
+    width = data.draw(st.integers(effective_rank(x.shape), x.ndim))
+    dtype = np.dtype(data.draw(st.sampled_from(["uint32", "uint64", "int64"])))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    extra = data.draw(st.integers(0, 3))
+    lead = data.draw(st.sampled_from([(), (1, 1), (1, 1, 1)]))
+    kind = data.draw(st.sampled_from(["C", "F", "strided", "permuted"]))
+    shape = lead + (x.size + extra, width)
+    cbuf, cview = odd_out(rng, shape, dtype, kind)
+    nbuf, nview = odd_out(rng, data.draw(st.sampled_from([(1,), (1, 1, 1, 1), ()])), dtype, "C")
+    cbefore, nbefore = cbuf.copy(), nbuf.copy()
+    want = _expected(x, width)
+    dc, dn = to_device(cbuf, device), to_device(nbuf, device)
+    oc = cview(cbuf) if device == "cpu" else _device_view(dc, cview, cbuf)
+    on = nview(nbuf) if device == "cpu" else _device_view(dn, nview, nbuf)
+    ctx = tiny_blocks() if data.draw(st.booleans()) else contextlib.nullcontext()
+    with ctx:
+        count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), width, dtype=dtype,
+                                                     out_count=on, out_coordinates=oc,
+                                                     device=device)
+    assert count is on and coords is oc
+    n = len(want)
+    got_n = to_host(dn).reshape(-1)[0]
+    assert int(got_n) == n
+    check_written(nbefore, to_host(dn), nview, np.array(n, dtype))
+    # Only the first `count` rows are defined; rows past them may hold anything,
+    # but nothing outside the coordinates view may change.
+    after = to_host(dc)
+    rows = cview(after).reshape(shape[-2:])
+    np.testing.assert_array_equal(rows[:n], want)
+    mask = np.zeros(cbuf.shape, bool)
+    cview(mask)[...] = True
+    np.testing.assert_array_equal(after[~mask], cbefore[~mask])
+
+
+def _device_view(dbuf, view_of, buf):
+    from test_slice1 import _device_view as dv
+    return dv(dbuf, view_of, buf)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(x=arrays(dtypes=NONZERO_DTYPES, max_dims=6))
+def test_argwhere_is_numpy_argwhere(device, x):
+    got = to_host(dmlnumba.argwhere(to_device(x, device), device=device))
+    want = np.argwhere(x)
+    assert got.dtype == np.int64 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.5, 0.99, 1.0])
+def test_large_multiblock(device, density):
+    rng = np.random.default_rng(7)
+    x = fill(rng, np.float32, 3 * 50 * 2000, density).reshape(3, 50, 2000)[:, ::-1, 1::2]
+    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
+    want = np.argwhere(x)
+    n = int(to_host(count)[0])
+    assert n == len(want)
+    np.testing.assert_array_equal(to_host(coords)[:n], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zero_and_special_values(device):
+    x = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, -5e-324, 1.0], np.float64)
+    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
+    assert int(to_host(count)[0]) == 6
+    np.testing.assert_array_equal(to_host(coords)[:6, 0], [2, 3, 4, 5, 6, 7])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_width_zero_for_all_ones_shape(device):
+    x = np.full((1, 1, 1), 3, np.int32)
+    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), 0, device=device)
+    assert int(to_host(count)[0]) == 1 and coords.shape == (1, 0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_size_zero_input(device):
+    x = np.zeros((3, 0, 2), np.uint16)
+    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
+    assert int(to_host(count)[0]) == 0 and coords.shape == (0, 3)

@@ -1,0 +1,149 @@
+"""slice1 against NumPy: the spec's examples, then random inputs, windows and outputs."""
+
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dmlnumba
+from conftest import tiny_blocks
+from devices import DEVICES, to_device, to_host
+from strategies import (arrays, bits, check_written, odd_out, slice1_reference, windows)
+
+SPEC_INPUT = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_spec_example_positive_strides(device):
+    out = dmlnumba.slice1(to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, 2, 2),
+                          device=device)
+    np.testing.assert_array_equal(to_host(out), [[[[2, 4], [10, 12]]]])
+    assert to_host(out).dtype == np.float32
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_spec_example_negative_stride(device):
+    out = dmlnumba.slice1(to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, -2, 2),
+                          device=device)
+    np.testing.assert_array_equal(to_host(out), [[[[14, 16], [6, 8]]]])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_output_sizes_below_maximum(device):
+    # max_copied = (1, 1, 2, 2); ask for one row only.
+    out = dmlnumba.slice1(to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, -2, 2),
+                          (1, 1, 1, 2), device=device)
+    np.testing.assert_array_equal(to_host(out), [[[[14, 16]]]])
+
+
+def _run(x, params, device, small, out=None):
+    ctx = tiny_blocks() if small else contextlib.nullcontext()
+    with ctx:
+        return dmlnumba.slice1(to_device(x, device), *params, out=out, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_random_windows_match_numpy(device, data):
+    x = data.draw(arrays())
+    params = data.draw(windows(x.shape))
+    small = data.draw(st.booleans())
+    got = to_host(_run(x, params, device, small))
+    want = slice1_reference(x, *params)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_out_with_odd_strides(device, data):
+    x = data.draw(arrays(max_dims=5))
+    params = data.draw(windows(x.shape))
+    want = slice1_reference(x, *params)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    kind = data.draw(st.sampled_from(["C", "F", "strided", "permuted"]))
+    buf, view_of = odd_out(rng, want.shape, x.dtype, kind)
+    before = buf.copy()
+    dbuf = to_device(buf, device)
+    out = view_of(buf) if device == "cpu" else _device_view(dbuf, view_of, buf)
+    res = _run(x, params, device, data.draw(st.booleans()), out=out)
+    assert res is out
+    check_written(before, to_host(dbuf), view_of, want)
+
+
+def _device_view(dbuf, view_of, buf):
+    """The device counterpart of ``view_of(buf)`` over device buffer ``dbuf``."""
+    from devices import ForeignCudaArray
+    v = view_of(buf)
+    ptr0 = dbuf.__cuda_array_interface__["data"][0]
+    delta = v.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
+    return ForeignCudaArray(dbuf, ptr0 + delta, v.shape, v.strides, v.dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_window_matches_numpy_basic_indexing(device, data):
+    x = data.draw(arrays(max_dims=4, dtypes=["float32", "int16"]))
+    idx = []
+    for n in x.shape:
+        step = data.draw(st.integers(1, n + 2)) * data.draw(st.sampled_from([1, -1]))
+        start = data.draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+        stop = data.draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
+        idx.append(slice(start, stop, step))
+    idx = tuple(idx[:data.draw(st.integers(0, len(idx)))])
+    want = x[idx]
+    if want.size == 0:
+        with pytest.raises(ValueError, match="selects no elements"):
+            dmlnumba.window(x.shape, idx)
+        return
+    got = to_host(dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx),
+                                  device=device))
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+@pytest.mark.parametrize("index,expected", [
+    (np.s_[:, ::-1, 3:250:2], ((0, 0, 3), (8, 64, 247), (1, -1, 2), (8, 64, 124))),
+    (np.s_[..., 1::3], ((0, 0, 1), (8, 64, 253), (1, 1, 3), (8, 64, 85))),
+    (np.s_[2], None),
+])
+def test_window_parameters(index, expected):
+    if expected is None:
+        with pytest.raises(TypeError, match="drops a dimension"):
+            dmlnumba.window((8, 64, 256), index)
+    else:
+        assert dmlnumba.window((8, 64, 256), index) == expected
+
+
+def test_out_overlapping_input_reads_before_writing():
+    x = np.arange(40, dtype=np.int32)
+    want = x[::-1][:20].copy()
+    dmlnumba.slice1(x, (0,), (40,), (-1,), (20,), out=x[10:30])
+    np.testing.assert_array_equal(x[10:30], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_large_contiguous_and_reversed(device):
+    # Large enough to take the multi-threaded path with the default block sizes.
+    x = np.random.default_rng(1).standard_normal((64, 33, 129)).astype(np.float32)
+    p = dmlnumba.window(x.shape, np.s_[:, ::-1, 3::2])
+    np.testing.assert_array_equal(to_host(dmlnumba.slice1(to_device(x, device), *p, device=device)),
+                                  x[:, ::-1, 3::2])
+    p = dmlnumba.window(x.shape, np.s_[::-1, ::-1, ::-1])
+    np.testing.assert_array_equal(to_host(dmlnumba.slice1(to_device(x, device), *p, device=device)),
+                                  x[::-1, ::-1, ::-1])
+
+
+def test_parameters_as_numpy_integers_and_arrays():
+    x = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    out = dmlnumba.slice1(x, np.array([0, 1, 0]), [np.int64(2), np.uint8(2), 4],
+                          (np.int32(1), 1, -3))
+    np.testing.assert_array_equal(out, x[:, 1:3, ::-3])
+
+
+def test_torch_cpu_tensor_via_dlpack():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    out = dmlnumba.slice1(t, (0, 0, 0), (2, 3, 4), (1, -1, 2))
+    np.testing.assert_array_equal(out, t.numpy()[:, ::-1, ::2])
