@@ -11,7 +11,17 @@ _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
 settings.register_profile("ci", max_examples=60, derandomize=True, **_common)
 settings.register_profile("dev", max_examples=150, **_common)
 settings.register_profile("thorough", max_examples=1000, **_common)
+# Under numba's CUDA simulator every GPU thread is a Python thread: few, small examples.
+settings.register_profile("cudasim", max_examples=12, derandomize=True, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    # Simulated blocks are Python threads: keep them small for the whole run.
+    from dmlnumba import config as _config
+    _config.CUDA_THREADS = 64
+    _config.CUDA_NONZERO_ITEMS = 2
+    _config.CUDA_SLICE_ITEMS = 2
 
 
 @contextlib.contextmanager

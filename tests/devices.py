@@ -53,16 +53,23 @@ def to_device(a, device, readonly=False):
     from numba import cuda
     from dmlnumba.layout import extent
     if a.size == 0:
-        d = cuda.device_array(a.shape, a.dtype)
-        return d
+        d = cuda.device_array(1, a.dtype)
+        return ForeignCudaArray(d, device_pointer(d), a.shape, a.strides, a.dtype, readonly)
     low, span, base, _ = extent(a.shape, a.strides, a.itemsize)
     flat = np.lib.stride_tricks.as_strided(
         a.reshape(-1)[:1] if a.flags.c_contiguous else a[tuple(
             slice(None, None, -1) if s < 0 else slice(None) for s in a.strides)],
         shape=(span,), strides=(a.itemsize,))
     d = cuda.to_device(np.ascontiguousarray(flat))
-    ptr = d.__cuda_array_interface__["data"][0] + base * a.itemsize
+    ptr = device_pointer(d) + base * a.itemsize
     return ForeignCudaArray(d, ptr, a.shape, a.strides, a.dtype, readonly)
+
+
+def device_pointer(d):
+    """The device address of a numba device array (a host address under the simulator)."""
+    if SIM:
+        return d._ary.__array_interface__["data"][0]
+    return d.__cuda_array_interface__["data"][0]
 
 
 def to_host(a):
@@ -72,6 +79,6 @@ def to_host(a):
     if hasattr(a, "copy_to_host"):
         return a.copy_to_host()
     if isinstance(a, ForeignCudaArray):
-        from numba import cuda
-        return cuda.as_cuda_array(a).copy_to_host()
+        from dmlnumba import target_cuda
+        return np.ascontiguousarray(target_cuda.to_host(a))
     return np.asarray(a)

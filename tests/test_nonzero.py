@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import dmlnumba
 from conftest import tiny_blocks
-from devices import DEVICES, to_device, to_host
+from devices import DEVICES, needs_real_gpu, skip_on_cudasim, to_device, to_host
 from strategies import NONZERO_DTYPES, arrays, check_written, fill, odd_out
 from dmlnumba.validation import effective_rank
 
@@ -110,6 +110,7 @@ def test_argwhere_is_numpy_argwhere(device, x):
     np.testing.assert_array_equal(got, want)
 
 
+@skip_on_cudasim
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("density", [0.0, 0.01, 0.5, 0.99, 1.0])
 def test_large_multiblock(device, density):
@@ -142,3 +143,27 @@ def test_size_zero_input(device):
     x = np.zeros((3, 0, 2), np.uint16)
     count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
     assert int(to_host(count)[0]) == 0 and coords.shape == (0, 3)
+
+
+@needs_real_gpu
+def test_more_than_2_to_the_31_elements_on_the_gpu():
+    """uint8 input of 2**31 + 2**20 + 3 elements, non-zeros also past 2**31: exact
+    count and positions (64-bit indexing)."""
+    from numba import cuda
+    n = (1 << 31) + (1 << 20) + 3
+    where = np.array([0, 12345, (1 << 31) - 1, 1 << 31, (1 << 31) + 7, n - 1], np.int64)
+    x = cuda.device_array(n, np.uint8)
+    from dmlnumba.target_cuda import _zeroed_scratch  # noqa: F401  (module import)
+    from numba.cuda.cudadrv.driver import device_memset
+    device_memset(x, 0, n)
+    for i in where:
+        x[int(i)] = 1 + int(i) % 200
+    count, coords = dmlnumba.nonzero_coordinates(x)
+    assert int(count.copy_to_host()[0]) == len(where)
+    got = coords[:len(where)].copy_to_host()[:, 0]
+    np.testing.assert_array_equal(got.astype(np.int64), where)
+    # The same through a 2-d view: coordinates (row, column).
+    x2 = x.reshape(3, n // 3)
+    count, coords = dmlnumba.nonzero_coordinates(x2)
+    np.testing.assert_array_equal(coords[:len(where)].copy_to_host().astype(np.int64),
+                                  np.stack([where // (n // 3), where % (n // 3)], 1))

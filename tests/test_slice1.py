@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import dmlnumba
 from conftest import tiny_blocks
-from devices import DEVICES, to_device, to_host
+from devices import DEVICES, skip_on_cudasim, to_device, to_host
 from strategies import (arrays, bits, check_written, odd_out, slice1_reference, windows)
 
 SPEC_INPUT = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
@@ -123,6 +123,7 @@ def test_out_overlapping_input_reads_before_writing():
     np.testing.assert_array_equal(x[10:30], want)
 
 
+@skip_on_cudasim
 @pytest.mark.parametrize("device", DEVICES)
 def test_large_contiguous_and_reversed(device):
     # Large enough to take the multi-threaded path with the default block sizes.

@@ -15,11 +15,14 @@ def _check_stream(target, stream, func):
         raise ValueError(f"{func}(): stream= applies to CUDA calls only; this call runs on the CPU")
 
 
-def _check_writeable_out(target, out, dtype, shape, name, func):
-    v.check_out(out, dtype, shape, name, func, target.is_array)
-    if not target.is_writeable(out):
+def _check_out(target, out, dtype, shape, name, func):
+    """The target's description of a caller's output array, checked."""
+    o = target.describe(out, name, func)
+    v.check_out(o, dtype, shape, name, func)
+    if not target.is_writeable(o):
         raise ValueError(f"{func}(): {name} is read-only")
-    v.check_no_overlap(out, name, func)
+    v.check_no_overlap(o, name, func)
+    return o
 
 
 def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, device=None,
@@ -48,11 +51,11 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
     v.check_strides(x, "input", f)
     if out is None:
-        out = target.empty(out_shape, x.dtype, stream)
+        out = target.empty(out_shape, x.dtype, stream, x)
+        o = target.describe(out, "out", f)
     else:
-        _check_writeable_out(target, out, x.dtype, out_shape, "out", f)
-        out = target.same_device(out, x, "out", f)
-    target.slice1(x, starts, steps, out, stream)
+        o = _check_out(target, out, x.dtype, out_shape, "out", f)
+    target.slice1(x, starts, steps, o, stream)
     return out
 
 
@@ -89,19 +92,21 @@ def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream):
     w = v.nonzero_width(x.shape, width)
     dt = v.coord_dtype(dtype, x.size)
     if out_count is not None:
-        _check_writeable_out(target, out_count, dt, None, "out_count", f)
-        if out_count.size != 1:
-            raise ValueError(f"{f}(): out_count has shape {tuple(out_count.shape)}; it must hold "
+        oc = _check_out(target, out_count, dt, None, "out_count", f)
+        if oc.size != 1:
+            raise ValueError(f"{f}(): out_count has shape {tuple(oc.shape)}; it must hold "
                              f"exactly one element")
     if out_coordinates is not None:
-        _check_writeable_out(target, out_coordinates, dt, None, "out_coordinates", f)
-        v.coordinates_matrix_shape(out_coordinates.shape, x.size, w)
-    count = target.empty((1,), dt, stream) if out_count is None else \
-        target.same_device(out_count, x, "out_count", f)
-    coords = target.empty((x.size, w), dt, stream) if out_coordinates is None else \
-        target.same_device(out_coordinates, x, "out_coordinates", f)
-    target.nonzero(x, w, count, coords, stream)
-    return target, count, coords
+        ox = _check_out(target, out_coordinates, dt, None, "out_coordinates", f)
+        v.coordinates_matrix_shape(ox.shape, x.size, w)
+    if out_count is None:
+        out_count = target.empty((1,), dt, stream, x)
+        oc = target.describe(out_count, "out_count", f)
+    if out_coordinates is None:
+        out_coordinates = target.empty((x.size, w), dt, stream, x)
+        ox = target.describe(out_coordinates, "out_coordinates", f)
+    target.nonzero(x, w, oc, ox, stream)
+    return target, out_count, out_coordinates
 
 
 def argwhere(input, *, device=None, stream=None):

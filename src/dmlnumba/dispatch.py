@@ -24,7 +24,8 @@ def cuda_target():
 
 
 def _is_cuda_array(x):
-    return hasattr(x, "__cuda_array_interface__")
+    # FakeCUDAArray: numba's CUDA simulator's device array (it exports no CAI).
+    return hasattr(x, "__cuda_array_interface__") or type(x).__name__ == "FakeCUDAArray"
 
 
 def _to_numpy(x, func, name):

@@ -4,8 +4,8 @@ Each function is a leaf (it calls none of the others), takes only scalars and
 1-d integer arrays, and writes its results into buffers the caller passes in.
 That keeps the module valid three ways: as ordinary Python (the unit tests call
 it directly), compiled by ``numba.njit(inline="always")`` for the CPU kernels
-(:mod:`dmlnumba.cpu_kernels`), and compiled by ``numba.cuda.jit(device=True)``
-for the GPU kernels (:mod:`dmlnumba.cuda_kernels`).
+(:mod:`dmlnumba.kernels_cpu`), and compiled by ``numba.cuda.jit(device=True)``
+for the GPU kernels (:mod:`dmlnumba.kernels_cuda`).
 
 Conventions: ``shape``/``strides`` hold ``ndim`` entries; strides are in
 elements (not bytes) and may be negative or zero; ``linear`` is an element's
@@ -80,3 +80,28 @@ def block_bounds(block, block_size, total):
     if hi > total:
         hi = total
     return lo, hi
+
+
+def advance(coords, shape, strides, ndim, k, off):
+    """Move an odometer ``k`` elements forward in row-major order; return ``off``
+    (an element offset) moved along with it.
+
+    Divides only when a dimension wraps, once per wrapped dimension.  Moving past
+    the last element leaves ``coords[0] >= shape[0]``; such positions must not be
+    read.
+    """
+    d = ndim - 1
+    c = coords[d] + k
+    off += k * strides[d]
+    n = shape[d]
+    while c >= n and d > 0:
+        q = c // n
+        c -= q * n
+        off -= q * n * strides[d]
+        coords[d] = c
+        d -= 1
+        c = coords[d] + q
+        off += q * strides[d]
+        n = shape[d]
+    coords[d] = c
+    return off

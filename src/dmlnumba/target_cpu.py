@@ -19,8 +19,8 @@ _masks = {}
 def kernels():
     global _kernels
     if _kernels is None:
-        from . import cpu_kernels
-        _kernels = cpu_kernels
+        from . import kernels_cpu
+        _kernels = kernels_cpu
     return _kernels
 
 
@@ -28,16 +28,18 @@ def is_array(a):
     return isinstance(a, np.ndarray)
 
 
+def describe(a, name, func):
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{func}(): {name} must be an array, not {type(a).__name__}")
+    return a
+
+
 def is_writeable(a):
     return a.flags.writeable
 
 
-def empty(shape, dtype, stream=None):
+def empty(shape, dtype, stream=None, like=None):
     return np.empty(shape, dtype)
-
-
-def same_device(out, x, name, func):
-    return out
 
 
 def read_count(count, stream=None):

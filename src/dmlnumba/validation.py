@@ -136,10 +136,8 @@ def slice1_params(shape, offsets, sizes, strides, output_sizes):
     return tuple(starts), strides, tuple(out_shape)
 
 
-def check_out(out, dtype, shape, name, func, is_array):
-    """An output array must be an array of this target, writeable, of ``dtype`` and ``shape``."""
-    if not is_array(out):
-        raise TypeError(f"{func}(): {name} must be an array, not {type(out).__name__}")
+def check_out(out, dtype, shape, name, func):
+    """An output array (described by its target) must be of ``dtype`` and ``shape``."""
     if out.dtype != dtype:
         raise TypeError(f"{func}(): {name} has dtype {out.dtype}, expected {dtype}")
     if shape is not None and tuple(out.shape) != tuple(shape):

@@ -1,0 +1,77 @@
+"""``python -m dmlnumba [--device DEV]``: the SPEC's worked examples, then a short timing."""
+
+import argparse
+import time
+
+import numpy as np
+
+import dmlnumba
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.copy_to_host()
+
+
+def _best(fn, repeat=20):
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m dmlnumba", description=__doc__)
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: where the input lives)")
+    p.add_argument("--no-timing", action="store_true")
+    args = p.parse_args(argv)
+    dev = args.device
+    print(f"dmlnumba {dmlnumba.__version__}, device={dev or 'default (cpu for NumPy input)'}\n")
+
+    x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    print("SLICE1 input, shape (1, 1, 4, 4), float32:")
+    print(x[0, 0])
+    for strides in [(1, 1, 2, 2), (1, 1, -2, 2)]:
+        t0 = time.perf_counter()
+        out = _host(dmlnumba.slice1(x, (0, 0, 0, 1), (1, 1, 4, 3), strides, device=dev))
+        dt = time.perf_counter() - t0
+        print(f"\nslice1(offsets=(0, 0, 0, 1), sizes=(1, 1, 4, 3), strides={strides})"
+              f"  [first call {dt:.2f} s]")
+        print(out[0, 0])
+
+    y = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(1, 1, 2, 4)
+    print("\nNONZERO_COORDINATES input, shape (1, 1, 2, 4), float32:")
+    print(y[0, 0])
+    t0 = time.perf_counter()
+    count, coords = dmlnumba.nonzero_coordinates(y, 3, device=dev)
+    dt = time.perf_counter() - t0
+    count, coords = _host(count), _host(coords)
+    n = int(count[0])
+    print(f"\nnonzero_coordinates(width=3)  [first call {dt:.2f} s]")
+    print(f"count = {n}; coordinates ({coords.shape[0]} rows, rows >= count undefined):")
+    print(coords[:n])
+
+    if args.no_timing:
+        return
+    print("\nTiming (median of 20, after a warm-up), against NumPy on the CPU:")
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((8, 64, 256, 256)).astype(np.float32)
+    idx = np.s_[:, ::-1, 3:250:2, 1::3]
+    w = dmlnumba.window(big.shape, idx)
+    t_np = _best(lambda: np.ascontiguousarray(big[idx]))
+    t_dm = _best(lambda: dmlnumba.slice1(big, *w, device="cpu"))
+    print(f"  slice1 x[:, ::-1, 3:250:2, 1::3] of 8x64x256x256 float32: "
+          f"dmlnumba {t_dm * 1e3:.2f} ms, numpy {t_np * 1e3:.2f} ms, {t_np / t_dm:.2f}x")
+    z = rng.standard_normal((16, 1024, 1024)).astype(np.float32)
+    z[rng.random(z.shape) >= 0.5] = 0
+    t_np = _best(lambda: np.argwhere(z), 5)
+    t_dm = _best(lambda: dmlnumba.nonzero_coordinates(z, device="cpu"), 5)
+    print(f"  nonzero 16x1024x1024 float32, 50% non-zero: "
+          f"dmlnumba {t_dm * 1e3:.1f} ms, numpy.argwhere {t_np * 1e3:.1f} ms, {t_np / t_dm:.2f}x")
+    print("\nFull side-by-side tables: python -m dmlnumba.bench (see docs/PERFORMANCE.md)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Side-by-side timings: ``python -m dmlnumba.bench [--target cpu|gpu|all] [--json FILE] [--quick]``.
+
+Every case runs its contenders interleaved (A, B, C, A, B, C, ...) after a
+warm-up, and reports medians, ratios (other / dmlnumba: above 1 means dmlnumba is
+faster) and, where bytes are counted, the percent of the measured copy bandwidth
+("roofline": the bytes the operation must move, over the bandwidth of a large
+plain copy measured in the same run, counting bytes read plus bytes written).
+GPU timings are wall-clock around each call followed by a device
+synchronization, so they include launch and Python overhead, as a user sees it.
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import dmlnumba
+
+
+def _interleaved(fns, reps, sync=None, warmup=2):
+    for _ in range(warmup):
+        for f in fns.values():
+            f()
+        if sync:
+            sync()
+    times = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            if sync:
+                sync()
+            t = time.perf_counter()
+            f()
+            if sync:
+                sync()
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _row(rows, case, med, ref, roof_bytes=None, bw=None):
+    base = med["dmlnumba"]
+    r = {"case": case, "times_s": med,
+         "ratios": {k: med[k] / base for k in med if k != "dmlnumba"}}
+    if roof_bytes and bw:
+        r["roofline_pct"] = 100.0 * roof_bytes / bw / base
+    rows.append(r)
+    others = "  ".join(f"{k} {med[k] * 1e3:9.3f} ms ({med[k] / base:5.2f}x)"
+                       for k in med if k != "dmlnumba")
+    roof = f"  {r['roofline_pct']:5.1f}% of copy bw" if "roofline_pct" in r else ""
+    print(f"{case:58s} dmlnumba {base * 1e3:9.3f} ms  {others}{roof}", flush=True)
+
+
+def _density(rng, shape, density, xp=np):
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[rng.random(shape, dtype=np.float32) >= density] = 0
+    return x
+
+
+def cpu_cases(quick=False):
+    rows = []
+    rng = np.random.default_rng(0)
+    reps = 3 if quick else 15
+    # Copy bandwidth (bytes read + written) of a plain large copy.
+    a = rng.standard_normal(1 << 25).astype(np.float32)
+    b = np.empty_like(a)
+    t = _interleaved({"copy": lambda: np.copyto(b, a)}, reps)["copy"]
+    bw = 2 * a.nbytes / t
+    print(f"CPU copy bandwidth (np.copyto, 128 MiB): {bw / 1e9:.1f} GB/s", flush=True)
+
+    shape = (16, 1024, 1024) if not quick else (4, 256, 256)
+    for d in (0.01, 0.5, 0.99):
+        x = _density(rng, shape, d)
+        cnt = np.empty(1, np.uint32)
+        crd = np.empty((x.size, 3), np.uint32)
+        n = int(np.count_nonzero(x))
+        med = _interleaved({
+            "dmlnumba": lambda: dmlnumba.nonzero_coordinates(x, out_count=cnt, out_coordinates=crd),
+            "numpy.argwhere": lambda: np.argwhere(x),
+        }, reps)
+        _row(rows, f"nonzero {'x'.join(map(str, shape))} f32 {d:.0%}", med, None,
+             x.nbytes + n * 3 * 4, bw)
+
+    shape = (8, 64, 256, 256) if not quick else (2, 16, 256, 256)
+    x = rng.standard_normal(shape).astype(np.float32)
+    idx = np.s_[:, ::-1, 3:250:2, 1::3]
+    w = dmlnumba.window(x.shape, idx)
+    out = np.empty(w[3], np.float32)
+    med = _interleaved({
+        "dmlnumba": lambda: dmlnumba.slice1(x, *w, out=out),
+        "numpy": lambda: np.ascontiguousarray(x[idx]),
+    }, reps)
+    _row(rows, f"slice1 x[:, ::-1, 3:250:2, 1::3] {'x'.join(map(str, shape))} f32", med, None,
+         2 * out.nbytes, bw)
+
+    small = rng.standard_normal((10, 10, 10)).astype(np.float32)
+    small[small < 0] = 0
+    ws = dmlnumba.window(small.shape, np.s_[:, ::-1, 1::2])
+    med = _interleaved({
+        "dmlnumba": lambda: dmlnumba.slice1(small, *ws),
+        "numpy": lambda: np.ascontiguousarray(small[:, ::-1, 1::2]),
+    }, 2000 if not quick else 50)
+    _row(rows, "slice1 1000 elements (call latency)", med, None)
+    med = _interleaved({
+        "dmlnumba": lambda: dmlnumba.nonzero_coordinates(small),
+        "numpy.argwhere": lambda: np.argwhere(small),
+    }, 2000 if not quick else 50)
+    _row(rows, "nonzero 1000 elements (call latency)", med, None)
+    return {"copy_bandwidth_Bps": bw, "rows": rows}
+
+
+def gpu_cases(quick=False):
+    import cupy as cp
+    import torch
+    rows = []
+    sync = torch.cuda.synchronize
+    reps = 5 if quick else 20
+    a = cp.random.standard_normal(1 << 28, dtype=cp.float32)
+    b = cp.empty_like(a)
+    t = _interleaved({"copy": lambda: b.__setitem__(Ellipsis, a)}, reps, sync)["copy"]
+    bw = 2 * a.nbytes / t
+    del a, b
+    print(f"GPU {torch.cuda.get_device_name()}: copy bandwidth (cupy, 1 GiB) {bw / 1e12:.2f} TB/s",
+          flush=True)
+
+    sizes = (20, 24) if quick else (20, 24, 28)
+    for k in sizes:
+        for d in (0.01, 0.5, 0.99):
+            n = 1 << k
+            xc = cp.random.standard_normal(n, dtype=cp.float32)
+            xc[cp.random.random(n, dtype=cp.float32) >= d] = 0
+            xt = torch.as_tensor(xc, device="cuda")
+            cnt = cp.empty(1, cp.uint32)
+            crd = cp.empty((n, 1), cp.uint32)
+            nnz = int(cp.count_nonzero(xc))
+            med = _interleaved({
+                "dmlnumba": lambda: dmlnumba.nonzero_coordinates(xc, out_count=cnt,
+                                                                 out_coordinates=crd),
+                "torch.nonzero": lambda: torch.nonzero(xt),
+                "cupy.argwhere": lambda: cp.argwhere(xc),
+            }, reps, sync)
+            _row(rows, f"nonzero 2**{k} f32 {d:.0%}", med, None, xc.nbytes + nnz * 4, bw)
+            got = int(cnt.get()[0])
+            assert got == nnz, (got, nnz)
+            del xc, xt, crd
+
+    for shape, idx, label in [
+        ((8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :], "x[:, ::-1, 3:1000:2, :] 8x64x1024x1024"),
+        ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3], "x[:, ::-1, 3:250:2, 1::3] 8x64x256x256"),
+    ]:
+        xc = cp.random.standard_normal(shape, dtype=cp.float32)
+        xt = torch.as_tensor(xc, device="cuda")
+        w = dmlnumba.window(shape, idx)
+        out = cp.empty(w[3], cp.float32)
+        t_idx = tuple(slice(s.start, s.stop, abs(s.step) if s.step else None) for s in idx)
+        flip = [d for d, s in enumerate(idx) if s.step is not None and s.step < 0]
+        # PyTorch cannot slice with negative steps: flip first (one copy), then slice,
+        # then make it contiguous (a second copy).
+        med = _interleaved({
+            "dmlnumba": lambda: dmlnumba.slice1(xc, *w, out=out),
+            "cupy": lambda: cp.ascontiguousarray(xc[idx]),
+            "torch": lambda: xt.flip(flip)[t_idx].contiguous(),
+        }, reps, sync)
+        ref = cp.ascontiguousarray(xc[idx])
+        assert bool((ref == out).all())
+        _row(rows, f"slice1 {label} f32", med, None, 2 * out.nbytes, bw)
+        del xc, xt, out, ref
+    return {"device": torch.cuda.get_device_name(), "copy_bandwidth_Bps": bw, "rows": rows}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m dmlnumba.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", choices=["cpu", "gpu", "all"], default="cpu")
+    p.add_argument("--json", help="write the results to this file")
+    p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke test)")
+    args = p.parse_args(argv)
+    res = {"machine": platform.platform(), "python": sys.version.split()[0],
+           "numpy": np.__version__, "dmlnumba": dmlnumba.__version__,
+           "date": time.strftime("%Y-%m-%d")}
+    try:
+        import numba
+        res["numba"] = numba.__version__
+    except ImportError:
+        pass
+    if args.target in ("cpu", "all"):
+        import os
+        print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+        res["cpu"] = cpu_cases(args.quick)
+    if args.target in ("gpu", "all"):
+        res["gpu"] = gpu_cases(args.quick)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

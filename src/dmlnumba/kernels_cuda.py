@@ -1,0 +1,185 @@
+"""CUDA kernels: the shared index math compiled by ``numba.cuda.jit(device=True)``.
+
+Imported on the first CUDA call only.  Kernels compile lazily, once per bit
+width, and are cached on disk.  Shapes and strides travel as fixed 8-tuples (by
+value, in the launch's parameter buffer: no host-to-device copy), so one
+specialization serves every rank.  All indexing is 64-bit.
+
+nonzero is one pass over the input with a decoupled look-back scan (Merrill and
+Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016):
+each block takes the next tile through an atomic counter, counts its non-zeros
+with warp ballots, publishes its count, and adds up its predecessors' published
+counts (stopping at the first inclusive prefix) to learn where its rows start.
+The rows come out in ascending element order with no sort and no second pass
+over global memory, and the count never leaves the device.
+"""
+
+import numpy as np
+from numba import config as _nbconfig
+from numba import cuda, int64, uint32, uint64
+
+from . import indexmath as _im
+
+SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
+
+_device = cuda.jit(device=True, cache=not SIM)
+unravel = _device(_im.unravel)
+offset = _device(_im.offset)
+is_nonzero = _device(_im.is_nonzero)
+write_coordinates = _device(_im.write_coordinates)
+advance = _device(_im.advance)
+
+MAXD = 8
+FULL = 0xFFFFFFFF
+# Look-back status words: 2 flag bits over a 62-bit count (all uint64, so that
+# numba never mixes signed and unsigned 64-bit integers).
+FLAG_SHIFT = np.uint64(62)
+VALUE_MASK = np.uint64((1 << 62) - 1)
+AGGREGATE = np.uint64(1)
+PREFIX = np.uint64(2)
+AGGREGATE_BITS = np.uint64(1 << 62)
+PREFIX_BITS = np.uint64(2 << 62)
+
+if SIM:
+    # The simulator has no warp votes: the same ballot through shared memory.
+    @cuda.jit(device=True)
+    def ballot(flag, scratch, tid):
+        scratch[tid] = 1 if flag else 0
+        cuda.syncthreads()
+        base = tid - (tid & 31)
+        m = 0
+        for i in range(32):
+            if scratch[base + i]:
+                m |= 1 << i
+        cuda.syncthreads()
+        return m
+else:
+    @cuda.jit(device=True, cache=True)
+    def ballot(flag, scratch, tid):
+        return cuda.ballot_sync(FULL, flag)
+
+
+@cuda.jit(cache=not SIM)
+def slice_copy(src, src_base, dst, dst_base, shape, sst, dstr, ndim, seg, nseg, ntiles):
+    """Strided copy, tiled as (row of the outer dimensions, segment of the inner one).
+
+    ``blockDim.y`` tiles per block, ``blockDim.x`` threads across a tile of
+    ``seg`` inner elements: consecutive threads copy consecutive elements.
+    """
+    coords = cuda.local.array(MAXD, int64)
+    last = ndim - 1
+    inner = shape[last]
+    ss = sst[last]
+    ds = dstr[last]
+    tile = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    step = cuda.gridDim.x * cuda.blockDim.y
+    while tile < ntiles:
+        row = tile // nseg
+        j = (tile - row * nseg) * seg
+        end = min(j + seg, inner)
+        unravel(row, shape, last, coords)
+        s = src_base + offset(coords, sst, last)
+        d = dst_base + offset(coords, dstr, last)
+        j += cuda.threadIdx.x
+        while j < end:
+            dst[d + j * ds] = src[s + j * ss]
+            j += cuda.blockDim.x
+        tile += step
+
+
+@cuda.jit(cache=not SIM)
+def nonzero_tiles(src, src_base, mask, shape, strides, ndim, total, items, status,
+                  out, out_base, rs, cs, width, count, count_pos):
+    """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
+    consecutive elements, 32 at a time (lane i reads element i: coalesced).
+
+    ``status`` holds one look-back word per tile, then the tile counter; the
+    caller zeroes it.  The block that takes the last tile writes the count.
+    """
+    warp_rows = cuda.shared.array(33, int64)
+    tile_info = cuda.shared.array(2, int64)
+    scratch = cuda.shared.array(1024, uint32)
+    coords = cuda.local.array(MAXD, int64)
+    tid = cuda.threadIdx.x
+    lane = tid & 31
+    warp = tid >> 5
+    nwarps = cuda.blockDim.x >> 5
+    ntiles = cuda.gridDim.x
+    if tid == 0:
+        tile_info[0] = cuda.atomic.add(status, ntiles, 1)
+    cuda.syncthreads()
+    tile = int64(tile_info[0])
+    seg = 32 * items
+    e0 = tile * seg * nwarps + warp * seg + lane
+    lt = uint32((1 << lane) - 1)
+
+    # Count this warp's non-zeros.
+    unravel(e0, shape, ndim, coords)
+    off = src_base + offset(coords, strides, ndim)
+    e = e0
+    n = 0
+    for _ in range(items):
+        flag = False
+        if e < total:
+            flag = is_nonzero(src[off], mask)
+        n += cuda.popc(uint32(ballot(flag, scratch, tid)))
+        e += 32
+        off = advance(coords, shape, strides, ndim, 32, off)
+    if lane == 0:
+        warp_rows[warp] = n
+    cuda.syncthreads()
+
+    # One thread: scan the warps, publish, look back.
+    if tid == 0:
+        acc = int64(0)
+        for w in range(nwarps):
+            c = warp_rows[w]
+            warp_rows[w] = acc
+            acc += c
+        excl = int64(0)
+        if tile == 0:
+            cuda.atomic.exch(status, 0, PREFIX_BITS | uint64(acc))
+        else:
+            cuda.atomic.exch(status, tile, AGGREGATE_BITS | uint64(acc))
+            p = tile - 1
+            while True:
+                word = cuda.atomic.add(status, p, uint64(0))
+                flag = word >> FLAG_SHIFT
+                if flag == uint64(0):
+                    continue
+                excl += int64(word & VALUE_MASK)
+                if flag == PREFIX:
+                    break
+                p -= 1
+            cuda.atomic.exch(status, tile, PREFIX_BITS | uint64(excl + acc))
+        tile_info[1] = excl
+        if tile == ntiles - 1:
+            count[count_pos] = excl + acc
+    cuda.syncthreads()
+
+    # Write this warp's rows, in element order.
+    row = tile_info[1] + warp_rows[warp]
+    unravel(e0, shape, ndim, coords)
+    off = src_base + offset(coords, strides, ndim)
+    e = e0
+    last = ndim - 1
+    for _ in range(items):
+        flag = False
+        if e < total:
+            flag = is_nonzero(src[off], mask)
+        b = uint32(ballot(flag, scratch, tid))
+        if flag:
+            r = row + cuda.popc(b & lt)
+            write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, coords[last])
+        row += cuda.popc(b)
+        e += 32
+        off = advance(coords, shape, strides, ndim, 32, off)
+
+
+def pad8(values, fill=0):
+    """A fixed 8-tuple of ints (one kernel type for every rank)."""
+    t = tuple(int(v) for v in values)
+    return t + (fill,) * (MAXD - len(t))
+
+
+__all__ = ["slice_copy", "nonzero_tiles", "pad8", "SIM", "np"]
