@@ -111,7 +111,7 @@ def cpu_cases(quick=False):
     return {"copy_bandwidth_Bps": bw, "rows": rows}
 
 
-def gpu_cases(quick=False):
+def gpu_cases(quick=False, only=None):
     import cupy as cp
     import torch
     rows = []
@@ -126,7 +126,7 @@ def gpu_cases(quick=False):
           flush=True)
 
     sizes = (20, 24) if quick else (20, 24, 28)
-    for k in sizes:
+    for k in (sizes if only in (None, "nonzero") else ()):
         for d in (0.01, 0.5, 0.99):
             n = 1 << k
             xc = cp.random.standard_normal(n, dtype=cp.float32)
@@ -146,7 +146,7 @@ def gpu_cases(quick=False):
             assert got == nnz, (got, nnz)
             del xc, xt, crd
 
-    for shape, idx, label in [
+    for shape, idx, label in [] if only == "nonzero" else [
         ((8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :], "x[:, ::-1, 3:1000:2, :] 8x64x1024x1024"),
         ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3], "x[:, ::-1, 3:250:2, 1::3] 8x64x256x256"),
     ]:
@@ -176,6 +176,7 @@ def main(argv=None):
     p.add_argument("--target", choices=["cpu", "gpu", "all"], default="cpu")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke test)")
+    p.add_argument("--only", choices=["nonzero", "slice"], help="GPU: one operator only")
     args = p.parse_args(argv)
     res = {"machine": platform.platform(), "python": sys.version.split()[0],
            "numpy": np.__version__, "dmlnumba": dmlnumba.__version__,
@@ -190,7 +191,7 @@ def main(argv=None):
         print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
         res["cpu"] = cpu_cases(args.quick)
     if args.target in ("gpu", "all"):
-        res["gpu"] = gpu_cases(args.quick)
+        res["gpu"] = gpu_cases(args.quick, args.only)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -1,5 +1,7 @@
 """Tunable sizes, in one place so that tests can patch them small.
 
+Each can also be set from the environment as ``DMLNUMBA_<NAME>`` (for tuning runs).
+
 Tests set these (through ``monkeypatch``) so that tiny inputs cross many blocks,
 which exercises the scan and the block seams on inputs that are cheap to check.
 """
@@ -23,3 +25,18 @@ CUDA_NONZERO_ITEMS = 16
 
 #: CUDA slice1: output elements each thread copies.
 CUDA_SLICE_ITEMS = 4
+
+#: CUDA slice1: consecutive rows each tile walks with an odometer (amortizes the
+#: divisions that locate a tile's first row).
+CUDA_SLICE_ROWS = 8
+
+
+def _from_env():
+    import os
+    g = globals()
+    for k in list(g):
+        if k.isupper() and f"DMLNUMBA_{k}" in os.environ:
+            g[k] = int(os.environ[f"DMLNUMBA_{k}"])
+
+
+_from_env()

@@ -24,6 +24,7 @@ SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
 
 _device = cuda.jit(device=True, cache=not SIM)
 unravel = _device(_im.unravel)
+next_row = _device(_im.next_row)
 offset = _device(_im.offset)
 is_nonzero = _device(_im.is_nonzero)
 write_coordinates = _device(_im.write_coordinates)
@@ -60,11 +61,13 @@ else:
 
 
 @cuda.jit(cache=not SIM)
-def slice_copy(src, src_base, dst, dst_base, shape, sst, dstr, ndim, seg, nseg, ntiles):
-    """Strided copy, tiled as (row of the outer dimensions, segment of the inner one).
+def slice_copy(src, src_base, dst, dst_base, shape, sst, dstr, ndim, seg, nseg, rows, nrows, ntiles):
+    """Strided copy, tiled as (``nrows`` consecutive rows of the outer dimensions,
+    segment of ``seg`` elements of the inner one).
 
-    ``blockDim.y`` tiles per block, ``blockDim.x`` threads across a tile of
-    ``seg`` inner elements: consecutive threads copy consecutive elements.
+    ``blockDim.y`` tiles per block, ``blockDim.x`` threads across a row segment:
+    consecutive threads copy consecutive elements.  A tile locates its first row
+    by division once, then steps to the next rows with an odometer.
     """
     coords = cuda.local.array(MAXD, int64)
     last = ndim - 1
@@ -74,16 +77,21 @@ def slice_copy(src, src_base, dst, dst_base, shape, sst, dstr, ndim, seg, nseg, 
     tile = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
     step = cuda.gridDim.x * cuda.blockDim.y
     while tile < ntiles:
-        row = tile // nseg
-        j = (tile - row * nseg) * seg
-        end = min(j + seg, inner)
-        unravel(row, shape, last, coords)
-        s = src_base + offset(coords, sst, last)
-        d = dst_base + offset(coords, dstr, last)
-        j += cuda.threadIdx.x
-        while j < end:
-            dst[d + j * ds] = src[s + j * ss]
-            j += cuda.blockDim.x
+        group = tile // nseg
+        j0 = (tile - group * nseg) * seg + cuda.threadIdx.x
+        end = min((tile - group * nseg) * seg + seg, inner)
+        r = group * nrows
+        r_end = min(r + nrows, rows)
+        unravel(r, shape, last, coords)
+        while r < r_end:
+            s = src_base + offset(coords, sst, last)
+            d = dst_base + offset(coords, dstr, last)
+            j = j0
+            while j < end:
+                dst[d + j * ds] = src[s + j * ss]
+                j += cuda.blockDim.x
+            next_row(coords, shape, ndim)
+            r += 1
         tile += step
 
 

@@ -19,6 +19,12 @@ from .layout import c_strides, extent, slice_geometry
 from .validation import nonzero_mask, uint_of_size
 
 name = "cuda"
+
+# numba warns on every launch of a small grid; for small inputs that is expected,
+# and the warning machinery costs more than the launch.  Respect an explicit setting.
+if "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS" not in __import__("os").environ:
+    from numba import config as _nbconfig
+    _nbconfig.CUDA_LOW_OCCUPANCY_WARNINGS = 0
 _masks = {}
 _streams = {}
 _scratch = {}
@@ -228,11 +234,12 @@ def slice1(x, starts, steps, out, stream):
         rows = 1
         for n in geom[0, :ndim - 1]:
             rows *= int(n)
-        ntiles = rows * nseg
+        nrows = config.CUDA_SLICE_ROWS
+        ntiles = -(-rows // nrows) * nseg
         blocks = min(-(-ntiles // ty), 1 << 22)
         K.slice_copy[blocks, (tx, ty), s](
-            _arg(src), sbase + off, _arg(dst), dbase, K.pad8(geom[0], 1), K.pad8(geom[1]), K.pad8(geom[2]),
-            ndim, seg, nseg, ntiles)
+            _arg(src), sbase + off, _arg(dst), dbase, K.pad8(geom[0], 1), K.pad8(geom[1]),
+            K.pad8(geom[2]), ndim, seg, nseg, rows, nrows, ntiles)
 
 
 def nonzero(x, width, count, coords, stream):
