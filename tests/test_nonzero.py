@@ -153,7 +153,6 @@ def test_more_than_2_to_the_31_elements_on_the_gpu():
     n = (1 << 31) + (1 << 20) + 3
     where = np.array([0, 12345, (1 << 31) - 1, 1 << 31, (1 << 31) + 7, n - 1], np.int64)
     x = cuda.device_array(n, np.uint8)
-    from dmlnumba.target_cuda import _zeroed_scratch  # noqa: F401  (module import)
     from numba.cuda.cudadrv.driver import device_memset
     device_memset(x, 0, n)
     for i in where:

@@ -189,5 +189,3 @@ def pad8(values, fill=0):
     t = tuple(int(v) for v in values)
     return t + (fill,) * (MAXD - len(t))
 
-
-__all__ = ["slice_copy", "nonzero_tiles", "pad8", "SIM", "np"]
