@@ -24,10 +24,6 @@ def kernels():
     return _kernels
 
 
-def is_array(a):
-    return isinstance(a, np.ndarray)
-
-
 def describe(a, name, func):
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{func}(): {name} must be an array, not {type(a).__name__}")
