@@ -113,8 +113,8 @@ def test_slice_geometry_is_the_same_copy(shape, data):
         outs.append(m)
     src = np.arange(int(np.prod(shape))).reshape(shape)
     want = src[np.ix_(*[a + t * np.arange(m) for a, t, m in zip(starts, steps, outs)])]
-    geom, off = layout.slice_geometry(outs, starts, steps, layout.c_strides(shape),
-                                      layout.c_strides(outs))
+    geom, off = layout.slice_geometry(outs, starts, steps, layout.c_strides(tuple(shape)),
+                                      layout.c_strides(tuple(outs)))
     assert geom.shape[0] == 3 and 1 <= geom.shape[1] <= len(shape)
     got = _simulate_copy(geom, off, src.reshape(-1), want.size)
     assert got == want.reshape(-1).tolist()

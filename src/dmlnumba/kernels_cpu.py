@@ -65,6 +65,41 @@ def slice_copy(src, src_base, dst, dst_base, geom, chunk, parallel):
         _copy_range(src, src_base, dst, dst_base, shape, sst, dstr, ndim, 0, total)
 
 
+#: Elements compacted at a time by the write pass (the size of its index buffer).
+COMPACT = 1024
+
+
+@_inline
+def _count_row(src, p, st, n, mask):
+    """Non-zero elements among ``src[p], src[p + st], ...`` (``n`` of them)."""
+    c = 0
+    if st == 1:
+        seg = src[p:p + n]  # a slice: no negative-index handling, so the loop vectorizes
+        for k in range(n):
+            c += is_nonzero(seg[k], mask)
+    else:
+        for k in range(n):
+            c += is_nonzero(src[p + k * st], mask)
+    return c
+
+
+@_inline
+def _compact_row(src, p, st, n, mask, buf):
+    """Write the positions ``k`` (0 <= k < n) of the non-zero elements among
+    ``src[p + k * st]`` into ``buf``, in order, without a branch; return how many."""
+    c = 0
+    if st == 1:
+        seg = src[p:p + n]
+        for k in range(n):
+            buf[c] = k
+            c += is_nonzero(seg[k], mask)
+    else:
+        for k in range(n):
+            buf[c] = k
+            c += is_nonzero(src[p + k * st], mask)
+    return c
+
+
 @_inline
 def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
     """Number of non-zero elements among elements ``[lo, hi)`` (row-major order)."""
@@ -76,14 +111,8 @@ def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
     remaining = hi - lo
     c = 0
     while remaining > 0:
-        p = sb + offset(coords, strides, ndim)
         n = min(row - coords[last], remaining)
-        if st == 1:
-            for k in range(n):
-                c += is_nonzero(src[p + k], mask)
-        else:
-            for k in range(n):
-                c += is_nonzero(src[p + k * st], mask)
+        c += _count_row(src, sb + offset(coords, strides, ndim), st, n, mask)
         remaining -= n
         next_row(coords, shape, ndim)
     return c
@@ -95,37 +124,33 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
     """Write the coordinates of the non-zero elements among ``[lo, hi)`` into rows
     ``[row, row_end)`` of ``out``, in element order.
 
-    Dense ranges write every element's row and advance the row index by the
-    element's non-zero flag (no unpredictable branch); a row written for a zero
-    element is overwritten by the next one, and the loop stops as soon as the
-    range's last row is written, so nothing past ``row_end`` is touched.
+    Each row of the input is compacted ``COMPACT`` elements at a time (the
+    positions of its non-zeros, found without branches), then exactly those
+    coordinate rows are written; the walk stops once ``row_end`` is reached.
     """
     if row == row_end:
         return
     coords = np.empty(ndim, np.int64)
+    buf = np.empty(COMPACT, np.int64)
     unravel(lo, shape, ndim, coords)
     last = ndim - 1
     n_row = shape[last]
     st = strides[last]
-    dense = (row_end - row) * 4 > (hi - lo)
     remaining = hi - lo
     while remaining > 0:
         p = sb + offset(coords, strides, ndim)
         j0 = coords[last]
         n = min(n_row - j0, remaining)
-        if dense:
-            for k in range(n):
-                write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k)
-                row += is_nonzero(src[p + k * st], mask)
-                if row == row_end:
-                    return
-        else:
-            for k in range(n):
-                if is_nonzero(src[p + k * st], mask):
-                    write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k)
-                    row += 1
-            if row == row_end:
-                return
+        k0 = 0
+        while k0 < n:
+            m = min(COMPACT, n - k0)
+            c = _compact_row(src, p + k0 * st, st, m, mask, buf)
+            for i in range(c):
+                write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k0 + buf[i])
+                row += 1
+            k0 += m
+        if row == row_end:
+            return
         remaining -= n
         next_row(coords, shape, ndim)
 

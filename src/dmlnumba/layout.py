@@ -7,6 +7,8 @@ element and its strides in elements.  One compiled kernel then serves every
 rank, layout and dtype of a given bit width.
 """
 
+import functools
+
 import numpy as np
 
 
@@ -28,20 +30,34 @@ def extent(shape, strides, itemsize):
         else:
             high += (n - 1) * s
         es.append(s // itemsize)
-    return low, (high - low) // itemsize + 1, -low // itemsize, es
+    return low, (high - low) // itemsize + 1, -low // itemsize, tuple(es)
 
 
+@functools.lru_cache(maxsize=1024)
 def c_strides(shape):
-    """Row-major element strides of ``shape``."""
+    """Row-major element strides of ``shape`` (a tuple)."""
     out = [0] * len(shape)
     acc = 1
     for d in range(len(shape) - 1, -1, -1):
         out[d] = acc
         acc *= shape[d]
-    return out
+    return tuple(out)
 
 
 def slice_geometry(out_shape, starts, steps, src_strides, dst_strides):
+    """See :func:`_slice_geometry`; results are cached (the array is read-only)."""
+    return _cached_geometry(tuple(out_shape), tuple(starts), tuple(steps), tuple(src_strides),
+                            tuple(dst_strides))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_geometry(out_shape, starts, steps, src_strides, dst_strides):
+    geom, off = _slice_geometry(out_shape, starts, steps, src_strides, dst_strides)
+    geom.flags.writeable = False
+    return geom, off
+
+
+def _slice_geometry(out_shape, starts, steps, src_strides, dst_strides):
     """Reduce a strided copy to its fewest dimensions.
 
     Output coordinate ``c`` reads source element ``sum((start + step*c) * src_stride)``

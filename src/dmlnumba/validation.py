@@ -64,6 +64,12 @@ def int_tuple(values, name, ndim, func):
     floats and other types are TypeErrors, a wrong length or an int64 overflow a
     ValueError.
     """
+    if type(values) is tuple and len(values) == ndim:  # the common case, checked fast
+        for v in values:
+            if type(v) is not int or v < INT64_MIN or v > INT64_MAX:
+                break
+        else:
+            return values
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
             raise ValueError(f"{func}(): {name} must be one-dimensional, got shape {values.shape}")
@@ -92,11 +98,16 @@ def int_tuple(values, name, ndim, func):
     return tuple(out)
 
 
+_checked = {}
+
+
 def slice1_params(shape, offsets, sizes, strides, output_sizes):
     """Check SLICE1's parameters against an input ``shape``.
 
     Returns ``(starts, strides, out_shape)``: for each dimension the input index
-    of output coordinate 0, the signed step, and the output's size.
+    of output coordinate 0, the signed step, and the output's size.  Parameters
+    that passed once are remembered (keyed by exact Python ints only), so that
+    repeated calls with the same window skip the per-dimension checks.
     """
     f = "slice1"
     ndim = len(shape)
@@ -106,6 +117,19 @@ def slice1_params(shape, offsets, sizes, strides, output_sizes):
     strides = int_tuple(strides, "strides", ndim, f)
     if output_sizes is not None:
         output_sizes = int_tuple(output_sizes, "output_sizes", ndim, f)
+    key = (tuple(shape), offsets, sizes, strides, output_sizes)
+    hit = _checked.get(key)
+    if hit is None:
+        hit = _slice1_check(shape, offsets, sizes, strides, output_sizes)
+        if len(_checked) >= 4096:
+            _checked.clear()
+        _checked[key] = hit
+    return hit
+
+
+def _slice1_check(shape, offsets, sizes, strides, output_sizes):
+    f = "slice1"
+    ndim = len(shape)
     starts = []
     out_shape = []
     for d in range(ndim):
@@ -146,10 +170,11 @@ def check_out(out, dtype, shape, name, func):
 
 
 def check_strides(a, name, func):
-    """Strides must be multiples of the item size (views of the elements)."""
+    """Strides must be multiples of the item size (views of the elements).  A stride
+    of a dimension of size 1 is never used and may be anything."""
     isz = a.dtype.itemsize
-    for d, s in enumerate(a.strides):
-        if s % isz:
+    for d, (s, n) in enumerate(zip(a.strides, a.shape)):
+        if s % isz and n > 1:
             raise ValueError(
                 f"{func}(): {name}.strides[{d}] = {s} is not a multiple of the item size {isz}")
 
