@@ -60,8 +60,7 @@ else:
         return cuda.ballot_sync(FULL, flag)
 
 
-@cuda.jit(cache=not SIM)
-def slice_copy(src, src_base, dst, dst_base, shape, sst, dstr, ndim, seg, nseg, rows, nrows, ntiles):
+def _slice_copy(src, src_base, dst, dst_base, geom, ndim, seg, nseg, rows, nrows, ntiles):
     """Strided copy, tiled as (``nrows`` consecutive rows of the outer dimensions,
     segment of ``seg`` elements of the inner one).
 
@@ -70,6 +69,13 @@ def slice_copy(src, src_base, dst, dst_base, shape, sst, dstr, ndim, seg, nseg, 
     by division once, then steps to the next rows with an odometer.
     """
     coords = cuda.local.array(MAXD, int64)
+    shape = cuda.local.array(MAXD, int64)
+    sst = cuda.local.array(MAXD, int64)
+    dstr = cuda.local.array(MAXD, int64)
+    for d in range(ndim):
+        shape[d] = geom[d]
+        sst[d] = geom[MAXD + d]
+        dstr[d] = geom[2 * MAXD + d]
     last = ndim - 1
     inner = shape[last]
     ss = sst[last]
@@ -95,9 +101,8 @@ def slice_copy(src, src_base, dst, dst_base, shape, sst, dstr, ndim, seg, nseg, 
         tile += step
 
 
-@cuda.jit(cache=not SIM)
-def nonzero_tiles(src, src_base, mask, shape, strides, ndim, total, items, status,
-                  out, out_base, rs, cs, width, count, count_pos):
+def _nonzero_tiles(src, src_base, mask, geom, ndim, total, items, status,
+                   out, out_base, rs, cs, width, count, count_pos):
     """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
     consecutive elements, 32 at a time (lane i reads element i: coalesced).
 
@@ -108,6 +113,11 @@ def nonzero_tiles(src, src_base, mask, shape, strides, ndim, total, items, statu
     tile_info = cuda.shared.array(2, int64)
     scratch = cuda.shared.array(1024, uint32)
     coords = cuda.local.array(MAXD, int64)
+    shape = cuda.local.array(MAXD, int64)
+    strides = cuda.local.array(MAXD, int64)
+    for d in range(ndim):
+        shape[d] = geom[d]
+        strides[d] = geom[MAXD + d]
     tid = cuda.threadIdx.x
     lane = tid & 31
     warp = tid >> 5
@@ -184,8 +194,58 @@ def nonzero_tiles(src, src_base, mask, shape, strides, ndim, total, items, statu
         off = advance(coords, shape, strides, ndim, 32, off)
 
 
-def pad8(values, fill=0):
-    """A fixed 8-tuple of ints (one kernel type for every rank)."""
-    t = tuple(int(v) for v in values)
-    return t + (fill,) * (MAXD - len(t))
+def pack_geometry(*rows):
+    """The geometry rows (shape, strides, ...) as one int64 array, each row padded to 8."""
+    g = np.zeros(MAXD * len(rows), np.int64)
+    for i, r in enumerate(rows):
+        g[i * MAXD:i * MAXD + len(r)] = r
+    return g
 
+
+_UINT = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
+_kernels = {}
+
+
+def _signature(name, src_bits, out_bits):
+    from numba import types as t
+    u = getattr(t, _UINT[src_bits // 8])
+    p = t.CPointer
+    if name == "slice":
+        args = (p(u), t.int64, p(u), t.int64, p(t.int64)) + (t.int64,) * 6
+    else:
+        o = getattr(t, _UINT[out_bits // 8])
+        args = (p(u), t.int64, u, p(t.int64), t.int64, t.int64, t.int64, t.uint64[::1],
+                p(o), t.int64, t.int64, t.int64, t.int64, p(o), t.int64)
+    return t.void(*args)
+
+
+def kernel(name, src_bits, out_bits=0):
+    """The compiled kernel for these bit widths, built on first use.
+
+    On a GPU: compiled for raw device pointers (``CPointer`` arguments), so that a
+    launch passes plain integers; launched by :func:`launch`.  Under the simulator:
+    the same Python function as an ordinary kernel over arrays."""
+    key = (name, src_bits, out_bits)
+    k = _kernels.get(key)
+    if k is None:
+        fn = _slice_copy if name == "slice" else _nonzero_tiles
+        if SIM:
+            k = cuda.jit(fn)
+        else:
+            sig = _signature(name, src_bits, out_bits)
+            disp = cuda.jit(sig, cache=True)(fn)
+            k = disp.overloads[sig.args]
+        _kernels[key] = k
+    return k
+
+
+def launch(k, grid, block, stream, args):
+    """Launch ``k`` without numba's per-call argument typing (on a GPU)."""
+    if SIM:
+        k[grid, block, stream](*args)
+    else:
+        if not isinstance(block, tuple):
+            block = (block, 1, 1)
+        elif len(block) == 2:
+            block = block + (1,)
+        k.launch(args, (grid, 1, 1), block, stream=stream, sharedmem=0)

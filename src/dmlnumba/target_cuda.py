@@ -94,10 +94,11 @@ def is_array(a):
 
 
 def _arg(f):
-    """A flat view as a kernel argument: the CAI object itself on a GPU; under the
+    """A flat view as a kernel argument: its raw device address on a GPU (the
+    kernels take pointers, which launch without per-call conversion); under the
     simulator, a NumPy view of the (host) memory it describes."""
     if not K.SIM:
-        return f
+        return f.__cuda_array_interface__["data"][0]
     holder = _HostView()
     cai = f.__cuda_array_interface__
     holder.__array_interface__ = {"shape": cai["shape"], "typestr": cai["typestr"],
@@ -185,6 +186,23 @@ def flat(v):
     return _Flat(v.obj, v.ptr + low, span, uint_of_size(v.itemsize)), base, es
 
 
+_geoms = {}
+
+
+def _geometry(packed, s):
+    """Packed geometry as a kernel argument: on a GPU a cached device copy (one per
+    stream, uploaded on that stream the first time), passed by address."""
+    if K.SIM:
+        return packed
+    key = (int(s), packed.tobytes())
+    d = _geoms.get(key)
+    if d is None:
+        if len(_geoms) >= 4096:
+            _geoms.clear()
+        d = _geoms[key] = cuda.to_device(packed, stream=s)
+    return d.__cuda_array_interface__["data"][0]
+
+
 def _zeroed_scratch(n, s):
     """The per-(device, stream) look-back scratch, its first ``n`` words zeroed on ``s``.
     Calls on one stream run in order, so they can share it."""
@@ -237,9 +255,10 @@ def slice1(x, starts, steps, out, stream):
         nrows = config.CUDA_SLICE_ROWS
         ntiles = -(-rows // nrows) * nseg
         blocks = min(-(-ntiles // ty), 1 << 22)
-        K.slice_copy[blocks, (tx, ty), s](
-            _arg(src), sbase + off, _arg(dst), dbase, K.pad8(geom[0], 1), K.pad8(geom[1]),
-            K.pad8(geom[2]), ndim, seg, nseg, rows, nrows, ntiles)
+        g = _geometry(K.pack_geometry(geom[0], geom[1], geom[2]), s)
+        K.launch(K.kernel("slice", 8 * x.itemsize), blocks, (tx, ty), s,
+                 (_arg(src), sbase + off, _arg(dst), dbase, g, ndim, seg, nseg, rows, nrows,
+                  ntiles))
 
 
 def nonzero(x, width, count, coords, stream):
@@ -267,9 +286,10 @@ def nonzero(x, width, count, coords, stream):
         items = config.CUDA_NONZERO_ITEMS
         ntiles = -(-x.size // (threads * items))
         status = _zeroed_scratch(ntiles + 1, s)
-        K.nonzero_tiles[ntiles, threads, s](
-            _arg(src), sbase, mask, K.pad8(x.shape, 1), K.pad8(sstr), x.ndim, x.size, items, status,
-            _arg(out), obase, rs, cs, width, _arg(cnt), cbase)
+        g = _geometry(K.pack_geometry(x.shape, sstr), s)
+        K.launch(K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize), ntiles, threads, s,
+                 (_arg(src), sbase, mask, g, x.ndim, x.size, items, status,
+                  _arg(out), obase, rs, cs, width, _arg(cnt), cbase))
 
 
 def read_count(count, stream):

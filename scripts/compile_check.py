@@ -1,0 +1,27 @@
+"""Compile every CUDA kernel to PTX for sm_90 without a GPU (needs ``numba-cuda[cu13]``):
+catches typing and lowering errors before any device time is spent.
+
+numba-cuda asks the driver for the current device's compute capability when it
+compiles device functions; a stand-in device answers (9, 0) here."""
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "src"))
+from numba import cuda  # noqa: E402
+import numba.cuda.api as api  # noqa: E402
+import numba.cuda.dispatcher as _d  # noqa: E402
+
+
+class _Dev:
+    compute_capability = (9, 0)
+
+
+api.get_current_device = _d.get_current_device = lambda: _Dev()
+from dmlnumba import kernels_cuda as K  # noqa: E402
+
+for name in ("slice", "nonzero"):
+    for sb in (8, 16, 32, 64):
+        for ob in ((0,) if name == "slice" else (32, 64)):
+            fn = K._slice_copy if name == "slice" else K._nonzero_tiles
+            ptx, _ = cuda.compile_ptx(fn, K._signature(name, sb, ob), cc=(9, 0))
+            print(f"{name:8s} src {sb:2d} bits, out {ob:2d} bits: ok ({len(ptx)} chars of PTX)")
