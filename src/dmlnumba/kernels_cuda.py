@@ -239,6 +239,19 @@ def kernel(name, src_bits, out_bits=0):
     return k
 
 
+_core_streams = {}
+
+
+def _core_stream(stream):
+    """numba's stream as the cuda.core stream its launcher takes, converted once."""
+    key = int(stream)
+    c = _core_streams.get(key)
+    if c is None:
+        from numba.cuda.cudadrv import driver
+        c = _core_streams[key] = driver._to_core_stream(stream)
+    return c
+
+
 def launch(k, grid, block, stream, args):
     """Launch ``k`` without numba's per-call argument typing (on a GPU)."""
     if SIM:
@@ -248,4 +261,4 @@ def launch(k, grid, block, stream, args):
             block = (block, 1, 1)
         elif len(block) == 2:
             block = block + (1,)
-        k.launch(args, (grid, 1, 1), block, stream=stream, sharedmem=0)
+        k.launch(args, (grid, 1, 1), block, stream=_core_stream(stream), sharedmem=0)

@@ -189,12 +189,26 @@ def flat(v):
 _geoms = {}
 
 
-def _geometry(packed, s):
+def _where(s):
+    """A cache key for (current context, stream): device buffers cached for one
+    context must never reach another."""
+    if K.SIM:
+        return (0, id(s))
+    try:
+        from cuda.bindings import driver as _drv
+        err, ctx = _drv.cuCtxGetCurrent()
+        ctx = int(ctx)
+    except Exception:  # older bindings: numba's (slower) view of the same
+        ctx = cuda.current_context().handle.value
+    return (ctx, int(s))
+
+
+def _geometry(packed, s, where):
     """Packed geometry as a kernel argument: on a GPU a cached device copy (one per
-    stream, uploaded on that stream the first time), passed by address."""
+    context and stream, uploaded on that stream the first time), passed by address."""
     if K.SIM:
         return packed
-    key = (int(s), packed.tobytes())
+    key = (where, packed.tobytes())
     d = _geoms.get(key)
     if d is None:
         if len(_geoms) >= 4096:
@@ -203,13 +217,9 @@ def _geometry(packed, s):
     return d.__cuda_array_interface__["data"][0]
 
 
-def _zeroed_scratch(n, s):
-    """The per-(device, stream) look-back scratch, its first ``n`` words zeroed on ``s``.
-    Calls on one stream run in order, so they can share it."""
-    try:
-        key = (cuda.get_current_device().id, int(s))
-    except (AttributeError, TypeError):  # the simulator's device and stream
-        key = (0, id(s))
+def _zeroed_scratch(n, s, key):
+    """The per-(context, stream) look-back scratch, its first ``n`` words zeroed on
+    ``s``.  Calls on one stream run in order, so they can share it."""
     buf = _scratch.get(key)
     if buf is None or buf.shape[0] < n:
         buf = _scratch[key] = cuda.device_array(max(n, 1024), np.uint64, stream=s)
@@ -255,7 +265,7 @@ def slice1(x, starts, steps, out, stream):
         nrows = config.CUDA_SLICE_ROWS
         ntiles = -(-rows // nrows) * nseg
         blocks = min(-(-ntiles // ty), 1 << 22)
-        g = _geometry(K.pack_geometry(geom[0], geom[1], geom[2]), s)
+        g = _geometry(K.pack_geometry(geom[0], geom[1], geom[2]), s, _where(s))
         K.launch(K.kernel("slice", 8 * x.itemsize), blocks, (tx, ty), s,
                  (_arg(src), sbase + off, _arg(dst), dbase, g, ndim, seg, nseg, rows, nrows,
                   ntiles))
@@ -285,8 +295,9 @@ def nonzero(x, width, count, coords, stream):
         threads = config.CUDA_THREADS
         items = config.CUDA_NONZERO_ITEMS
         ntiles = -(-x.size // (threads * items))
-        status = _zeroed_scratch(ntiles + 1, s)
-        g = _geometry(K.pack_geometry(x.shape, sstr), s)
+        where = _where(s)
+        status = _zeroed_scratch(ntiles + 1, s, where)
+        g = _geometry(K.pack_geometry(x.shape, sstr), s, where)
         K.launch(K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize), ntiles, threads, s,
                  (_arg(src), sbase, mask, g, x.ndim, x.size, items, status,
                   _arg(out), obase, rs, cs, width, _arg(cnt), cbase))
