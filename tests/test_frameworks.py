@@ -52,14 +52,14 @@ def _frameworks(data, dtypes):
         pytest.importorskip("torch")
         x = data.draw(arrays(dtypes=[d for d in dtypes if d in TORCH_DTYPES + ["bool"]]))
         if any(s < 0 for s in x.strides):  # PyTorch has no negative strides
-            x = np.ascontiguousarray(x)
+            x = x.copy()
         return x, as_torch(x)
     if fw == "cupy":
         pytest.importorskip("cupy")
         x = data.draw(arrays(dtypes=dtypes))
         return x, as_cupy(x)
     from numba import cuda
-    x = np.ascontiguousarray(data.draw(arrays(dtypes=dtypes)))
+    x = data.draw(arrays(dtypes=dtypes)).copy()  # numba device arrays: plain C order
     return x, cuda.to_device(x)
 
 

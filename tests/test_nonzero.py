@@ -166,3 +166,17 @@ def test_more_than_2_to_the_31_elements_on_the_gpu():
     count, coords = dmlnumba.nonzero_coordinates(x2)
     np.testing.assert_array_equal(coords[:len(where)].copy_to_host().astype(np.int64),
                                   np.stack([where // (n // 3), where % (n // 3)], 1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_numpy_input_with_explicit_device(device):
+    """NumPy inputs with device="cuda" are copied there first, whatever their strides
+    (a reversed size-1 dimension included)."""
+    for x in (np.array([5.0, 0.0, -1.0])[::-1], np.array([5.0])[::-1],
+              np.arange(12, dtype=np.int16).reshape(3, 4)[::-1, ::2]):
+        count, coords = dmlnumba.nonzero_coordinates(x, device=device)
+        n = int(to_host(count)[0])
+        np.testing.assert_array_equal(to_host(coords)[:n], np.argwhere(x))
+        w = dmlnumba.window(x.shape, (slice(None, None, -1),) * x.ndim)
+        np.testing.assert_array_equal(to_host(dmlnumba.slice1(x, *w, device=device)),
+                                      x[(slice(None, None, -1),) * x.ndim])

@@ -21,14 +21,14 @@ CPU_PARALLEL_MIN = 1 << 15
 CUDA_THREADS = 256
 
 #: CUDA nonzero: elements each thread reads per tile (tile = THREADS * ITEMS).
-CUDA_NONZERO_ITEMS = 16
+CUDA_NONZERO_ITEMS = 64
 
 #: CUDA slice1: output elements each thread copies.
 CUDA_SLICE_ITEMS = 4
 
 #: CUDA slice1: consecutive rows each tile walks with an odometer (amortizes the
 #: divisions that locate a tile's first row).
-CUDA_SLICE_ROWS = 8
+CUDA_SLICE_ROWS = 32
 
 
 def _from_env():

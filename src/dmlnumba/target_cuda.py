@@ -170,7 +170,10 @@ def _materialize(v, s):
     """Upload a staged NumPy input."""
     if v.host is None:
         return v
-    d = cuda.to_device(np.ascontiguousarray(v.host), stream=s)
+    h = np.ascontiguousarray(v.host)
+    if any(st < 0 for st in h.strides):  # contiguous, but a reversed size-1 dimension,
+        h = h.copy()                     # which numba's to_device rejects
+    d = cuda.to_device(h, stream=s)
     w = _view_of(d, v.device)
     return w
 
