@@ -60,7 +60,12 @@ else:
         return cuda.ballot_sync(FULL, flag)
 
 
-def _slice_copy(src, src_base, dst, dst_base, geom, ndim, seg, nseg, rows, nrows, ntiles):
+# Slots of the scalars after the geometry rows in a parameter block.
+SLICE_SCALARS = 3 * MAXD   # src_base, dst_base, ndim, seg, nseg, rows, nrows, ntiles
+NZ_SCALARS = 2 * MAXD      # src_base, ndim, total, items, out_base, rs, cs, width, count_pos
+
+
+def _slice_copy(src, dst, geom):
     """Strided copy, tiled as (``nrows`` consecutive rows of the outer dimensions,
     segment of ``seg`` elements of the inner one).
 
@@ -68,6 +73,15 @@ def _slice_copy(src, src_base, dst, dst_base, geom, ndim, seg, nseg, rows, nrows
     consecutive threads copy consecutive elements.  A tile locates its first row
     by division once, then steps to the next rows with an odometer.
     """
+    k = SLICE_SCALARS
+    src_base = geom[k]
+    dst_base = geom[k + 1]
+    ndim = geom[k + 2]
+    seg = geom[k + 3]
+    nseg = geom[k + 4]
+    rows = geom[k + 5]
+    nrows = geom[k + 6]
+    ntiles = geom[k + 7]
     coords = cuda.local.array(MAXD, int64)
     shape = cuda.local.array(MAXD, int64)
     sst = cuda.local.array(MAXD, int64)
@@ -101,16 +115,34 @@ def _slice_copy(src, src_base, dst, dst_base, geom, ndim, seg, nseg, rows, nrows
         tile += step
 
 
-def _nonzero_tiles(src, src_base, mask, geom, ndim, total, items, status,
-                   out, out_base, rs, cs, width, count, count_pos):
+#: Shared ballot masks per block: warps x items.  The target keeps
+#: ``(threads // 32) * items`` within this.
+MAX_MASKS = 2048
+
+
+def _nonzero_tiles(src, mask, geom, status, out, count):
     """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
     consecutive elements, 32 at a time (lane i reads element i: coalesced).
 
-    ``status`` holds one look-back word per tile, then the tile counter; the
-    caller zeroes it.  The block that takes the last tile writes the count.
+    The input is read once: the count pass keeps each step's warp ballot in
+    shared memory, and the write pass works from those masks.  The innermost
+    coordinate lives in a register; the odometer (with its divisions) runs only
+    when a row wraps.  ``status`` holds one look-back word per tile, then the tile
+    counter; the caller zeroes it.  The block that takes the last tile writes the count.
     """
+    k = NZ_SCALARS
+    src_base = geom[k]
+    ndim = geom[k + 1]
+    total = geom[k + 2]
+    items = geom[k + 3]
+    out_base = geom[k + 4]
+    rs = geom[k + 5]
+    cs = geom[k + 6]
+    width = geom[k + 7]
+    count_pos = geom[k + 8]
     warp_rows = cuda.shared.array(33, int64)
     tile_info = cuda.shared.array(2, int64)
+    masks = cuda.shared.array(MAX_MASKS, uint32)
     scratch = cuda.shared.array(1024, uint32)
     coords = cuda.local.array(MAXD, int64)
     shape = cuda.local.array(MAXD, int64)
@@ -130,19 +162,32 @@ def _nonzero_tiles(src, src_base, mask, geom, ndim, total, items, status,
     seg = 32 * items
     e0 = tile * seg * nwarps + warp * seg + lane
     lt = uint32((1 << lane) - 1)
+    last = ndim - 1
+    n_last = shape[last]
+    s_last = strides[last]
+    m0 = warp * items
 
-    # Count this warp's non-zeros.
+    # Count this warp's non-zeros; keep the ballots.
     unravel(e0, shape, ndim, coords)
     off = src_base + offset(coords, strides, ndim)
+    c_last = coords[last]
     e = e0
     n = 0
-    for _ in range(items):
+    for it in range(items):
         flag = False
         if e < total:
             flag = is_nonzero(src[off], mask)
-        n += cuda.popc(uint32(ballot(flag, scratch, tid)))
+        b = uint32(ballot(flag, scratch, tid))
+        if lane == 0:
+            masks[m0 + it] = b
+        n += cuda.popc(b)
         e += 32
-        off = advance(coords, shape, strides, ndim, 32, off)
+        c_last += 32
+        off += 32 * s_last
+        if c_last >= n_last:  # a row wrapped: let the odometer carry
+            coords[last] = c_last - 32
+            off = advance(coords, shape, strides, ndim, 32, off - 32 * s_last)
+            c_last = coords[last]
     if lane == 0:
         warp_rows[warp] = n
     cuda.syncthreads()
@@ -175,30 +220,31 @@ def _nonzero_tiles(src, src_base, mask, geom, ndim, total, items, status,
             count[count_pos] = excl + acc
     cuda.syncthreads()
 
-    # Write this warp's rows, in element order.
+    # Write this warp's rows, in element order, from the kept ballots.
     row = tile_info[1] + warp_rows[warp]
     unravel(e0, shape, ndim, coords)
-    off = src_base + offset(coords, strides, ndim)
-    e = e0
-    last = ndim - 1
-    for _ in range(items):
-        flag = False
-        if e < total:
-            flag = is_nonzero(src[off], mask)
-        b = uint32(ballot(flag, scratch, tid))
-        if flag:
-            r = row + cuda.popc(b & lt)
-            write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, coords[last])
-        row += cuda.popc(b)
-        e += 32
-        off = advance(coords, shape, strides, ndim, 32, off)
+    c_last = coords[last]
+    for it in range(items):
+        b = masks[m0 + it]
+        if b != 0:
+            if (b >> lane) & 1:
+                r = row + cuda.popc(b & lt)
+                write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
+            row += cuda.popc(b)
+        c_last += 32
+        if c_last >= n_last:
+            coords[last] = c_last - 32
+            advance(coords, shape, strides, ndim, 32, 0)
+            c_last = coords[last]
 
 
-def pack_geometry(*rows):
-    """The geometry rows (shape, strides, ...) as one int64 array, each row padded to 8."""
-    g = np.zeros(MAXD * len(rows), np.int64)
+def pack_params(rows, scalars):
+    """One int64 parameter block: the geometry rows (shape, strides, ...), each
+    padded to 8, then the scalars."""
+    g = np.zeros(MAXD * len(rows) + len(scalars), np.int64)
     for i, r in enumerate(rows):
         g[i * MAXD:i * MAXD + len(r)] = r
+    g[MAXD * len(rows):] = scalars
     return g
 
 
@@ -211,11 +257,10 @@ def _signature(name, src_bits, out_bits):
     u = getattr(t, _UINT[src_bits // 8])
     p = t.CPointer
     if name == "slice":
-        args = (p(u), t.int64, p(u), t.int64, p(t.int64)) + (t.int64,) * 6
+        args = (p(u), p(u), p(t.int64))
     else:
         o = getattr(t, _UINT[out_bits // 8])
-        args = (p(u), t.int64, u, p(t.int64), t.int64, t.int64, t.int64, t.uint64[::1],
-                p(o), t.int64, t.int64, t.int64, t.int64, p(o), t.int64)
+        args = (p(u), u, p(t.int64), t.uint64[::1], p(o), p(o))
     return t.void(*args)
 
 

@@ -207,8 +207,10 @@ def _where(s):
 
 
 def _geometry(packed, s, where):
-    """Packed geometry as a kernel argument: on a GPU a cached device copy (one per
-    context and stream, uploaded on that stream the first time), passed by address."""
+    """A parameter block as a kernel argument: on a GPU a cached device copy (one per
+    context and stream, uploaded on that stream the first time), passed by address.
+    It holds only layout integers (shapes, strides, offsets relative to the arrays'
+    starts), so repeated calls over arrays of one layout reuse it."""
     if K.SIM:
         return packed
     key = (where, packed.tobytes())
@@ -268,10 +270,10 @@ def slice1(x, starts, steps, out, stream):
         nrows = config.CUDA_SLICE_ROWS
         ntiles = -(-rows // nrows) * nseg
         blocks = min(-(-ntiles // ty), 1 << 22)
-        g = _geometry(K.pack_geometry(geom[0], geom[1], geom[2]), s, _where(s))
-        K.launch(K.kernel("slice", 8 * x.itemsize), blocks, (tx, ty), s,
-                 (_arg(src), sbase + off, _arg(dst), dbase, g, ndim, seg, nseg, rows, nrows,
-                  ntiles))
+        g = _geometry(K.pack_params((geom[0], geom[1], geom[2]),
+                                    (sbase + off, dbase, ndim, seg, nseg, rows, nrows, ntiles)),
+                      s, _where(s))
+        K.launch(K.kernel("slice", 8 * x.itemsize), blocks, (tx, ty), s, (_arg(src), _arg(dst), g))
 
 
 def nonzero(x, width, count, coords, stream):
@@ -296,14 +298,15 @@ def nonzero(x, width, count, coords, stream):
         if mask is None:
             mask = _masks[x.dtype] = uint_of_size(x.itemsize).type(nonzero_mask(x.dtype))
         threads = config.CUDA_THREADS
-        items = config.CUDA_NONZERO_ITEMS
+        items = max(1, min(config.CUDA_NONZERO_ITEMS, K.MAX_MASKS // (threads // 32)))
         ntiles = -(-x.size // (threads * items))
         where = _where(s)
         status = _zeroed_scratch(ntiles + 1, s, where)
-        g = _geometry(K.pack_geometry(x.shape, sstr), s, where)
+        g = _geometry(K.pack_params((x.shape, sstr),
+                                    (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase)),
+                      s, where)
         K.launch(K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize), ntiles, threads, s,
-                 (_arg(src), sbase, mask, g, x.ndim, x.size, items, status,
-                  _arg(out), obase, rs, cs, width, _arg(cnt), cbase))
+                 (_arg(src), mask, g, status, _arg(out), _arg(cnt)))
 
 
 def read_count(count, stream):
