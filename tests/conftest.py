@@ -20,7 +20,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     # Simulated blocks are Python threads: keep them small for the whole run.
     from dmlnumba import config as _config
     _config.CUDA_THREADS = 64
-    _config.CUDA_NONZERO_ITEMS = 2
+    _config.CUDA_NONZERO_ITEMS = 8   # >= 4: the kernel's four-step path runs too
     _config.CUDA_SLICE_ITEMS = 2
 
 
@@ -36,7 +36,7 @@ def tiny_blocks():
     config.CPU_SLICE_CHUNK = 5
     config.CPU_PARALLEL_MIN = 0
     config.CUDA_THREADS = 32
-    config.CUDA_NONZERO_ITEMS = 2
+    config.CUDA_NONZERO_ITEMS = 6   # one four-step run, then two single steps
     config.CUDA_SLICE_ITEMS = 2
     try:
         yield

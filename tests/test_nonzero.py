@@ -180,3 +180,19 @@ def test_numpy_input_with_explicit_device(device):
         w = dmlnumba.window(x.shape, (slice(None, None, -1),) * x.ndim)
         np.testing.assert_array_equal(to_host(dmlnumba.slice1(x, *w, device=device)),
                                       x[(slice(None, None, -1),) * x.ndim])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("small", [False, True])
+def test_long_rows(device, small):
+    """Rows long enough for the GPU kernel's four-step path, with wraps inside and
+    between steps, reversed and strided."""
+    rng = np.random.default_rng(11)
+    base = fill(rng, np.float32, 3 * 701, 0.4).reshape(3, 701)
+    for x in (base, base[:, ::-1], base[::-1, 1::3]):
+        with tiny_blocks() if small else contextlib.nullcontext():
+            count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
+        want = np.argwhere(x)
+        n = int(to_host(count)[0])
+        assert n == len(want)
+        np.testing.assert_array_equal(to_host(coords)[:n], want)

@@ -107,9 +107,20 @@ def _slice_copy(src, dst, geom):
             s = src_base + offset(coords, sst, last)
             d = dst_base + offset(coords, dstr, last)
             j = j0
+            bx = cuda.blockDim.x
+            while j + 3 * bx < end:  # four independent loads in flight
+                a0 = src[s + j * ss]
+                a1 = src[s + (j + bx) * ss]
+                a2 = src[s + (j + 2 * bx) * ss]
+                a3 = src[s + (j + 3 * bx) * ss]
+                dst[d + j * ds] = a0
+                dst[d + (j + bx) * ds] = a1
+                dst[d + (j + 2 * bx) * ds] = a2
+                dst[d + (j + 3 * bx) * ds] = a3
+                j += 4 * bx
             while j < end:
                 dst[d + j * ds] = src[s + j * ss]
-                j += cuda.blockDim.x
+                j += bx
             next_row(coords, shape, ndim)
             r += 1
         tile += step
@@ -173,18 +184,44 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     c_last = coords[last]
     e = e0
     n = 0
-    for it in range(items):
-        flag = False
-        if e < total:
-            flag = is_nonzero(src[off], mask)
-        b = uint32(ballot(flag, scratch, tid))
-        if lane == 0:
-            masks[m0 + it] = b
-        n += cuda.popc(b)
-        e += 32
-        c_last += 32
-        off += 32 * s_last
-        if c_last >= n_last:  # a row wrapped: let the odometer carry
+    it = 0
+    while it < items:
+        # Four steps at once (four loads in flight) where every thread of the block
+        # is in range and no row wraps within them.  The choice is block-uniform, so
+        # every warp makes the same ballots (the simulator's ballot is block-wide).
+        quad = it + 4 <= items and e + 96 < total and c_last + 96 < n_last
+        if cuda.syncthreads_and(1 if quad else 0):
+            v0 = src[off]
+            v1 = src[off + 32 * s_last]
+            v2 = src[off + 64 * s_last]
+            v3 = src[off + 96 * s_last]
+            b0 = uint32(ballot(is_nonzero(v0, mask), scratch, tid))
+            b1 = uint32(ballot(is_nonzero(v1, mask), scratch, tid))
+            b2 = uint32(ballot(is_nonzero(v2, mask), scratch, tid))
+            b3 = uint32(ballot(is_nonzero(v3, mask), scratch, tid))
+            if lane == 0:
+                masks[m0 + it] = b0
+                masks[m0 + it + 1] = b1
+                masks[m0 + it + 2] = b2
+                masks[m0 + it + 3] = b3
+            n += cuda.popc(b0) + cuda.popc(b1) + cuda.popc(b2) + cuda.popc(b3)
+            it += 4
+            e += 128
+            c_last += 128
+            off += 128 * s_last
+        else:
+            flag = False
+            if e < total:
+                flag = is_nonzero(src[off], mask)
+            b = uint32(ballot(flag, scratch, tid))
+            if lane == 0:
+                masks[m0 + it] = b
+            n += cuda.popc(b)
+            it += 1
+            e += 32
+            c_last += 32
+            off += 32 * s_last
+        if c_last >= n_last:  # a row wrapped: let the odometer carry from the last step
             coords[last] = c_last - 32
             off = advance(coords, shape, strides, ndim, 32, off - 32 * s_last)
             c_last = coords[last]
