@@ -153,6 +153,8 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     count_pos = geom[k + 8]
     warp_rows = cuda.shared.array(33, int64)
     tile_info = cuda.shared.array(2, int64)
+    look = cuda.shared.array(3, int64)
+    window = cuda.shared.array(32, uint64)
     masks = cuda.shared.array(MAX_MASKS, uint32)
     scratch = cuda.shared.array(1024, uint32)
     coords = cuda.local.array(MAXD, int64)
@@ -229,28 +231,57 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
         warp_rows[warp] = n
     cuda.syncthreads()
 
-    # One thread: scan the warps, publish, look back.
+    # Scan the warps, publish this tile's count, then look back 32 tiles at a time:
+    # lane i of warp 0 reads the status of tile (p - i); thread 0 adds up the
+    # window up to the nearest inclusive prefix.  The loop is block-uniform (its
+    # state lives in shared memory), so every thread meets the same barriers.
     if tid == 0:
         acc = int64(0)
         for w in range(nwarps):
             c = warp_rows[w]
             warp_rows[w] = acc
             acc += c
-        excl = int64(0)
+        warp_rows[32] = acc
         if tile == 0:
             cuda.atomic.exch(status, 0, PREFIX_BITS | uint64(acc))
         else:
             cuda.atomic.exch(status, tile, AGGREGATE_BITS | uint64(acc))
-            p = tile - 1
-            while True:
-                word = cuda.atomic.add(status, p, uint64(0))
+        look[0] = 0            # exclusive prefix so far
+        look[1] = tile - 1     # newest tile of the next window
+        look[2] = 1 if tile == 0 else 0  # done
+    cuda.syncthreads()
+    while look[2] == 0:
+        if tid < 32:
+            q = look[1] - tid
+            word = PREFIX_BITS  # before tile 0: an inclusive prefix of 0
+            if q >= 0:
+                word = cuda.atomic.add(status, q, uint64(0))
+            window[tid] = word
+        cuda.syncthreads()
+        if tid == 0:
+            add = int64(0)
+            l = 0
+            state = 0  # 0: every word an aggregate; 1: found a prefix; 2: not ready
+            while l < 32:
+                word = window[l]
                 flag = word >> FLAG_SHIFT
                 if flag == uint64(0):
-                    continue
-                excl += int64(word & VALUE_MASK)
-                if flag == PREFIX:
+                    state = 2
                     break
-                p -= 1
+                add += int64(word & VALUE_MASK)
+                if flag == PREFIX:
+                    state = 1
+                    break
+                l += 1
+            look[0] += add
+            look[1] -= l  # past the aggregates taken; a tile not ready is read again
+            if state == 1:
+                look[2] = 1
+        cuda.syncthreads()
+    if tid == 0:
+        excl = look[0]
+        acc = warp_rows[32]
+        if tile != 0:
             cuda.atomic.exch(status, tile, PREFIX_BITS | uint64(excl + acc))
         tile_info[1] = excl
         if tile == ntiles - 1:
