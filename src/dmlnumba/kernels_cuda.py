@@ -153,7 +153,7 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     count_pos = geom[k + 8]
     warp_rows = cuda.shared.array(33, int64)
     tile_info = cuda.shared.array(2, int64)
-    look = cuda.shared.array(3, int64)
+    look = cuda.shared.array(4, int64)
     window = cuda.shared.array(32, uint64)
     masks = cuda.shared.array(MAX_MASKS, uint32)
     scratch = cuda.shared.array(1024, uint32)
@@ -232,8 +232,9 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     cuda.syncthreads()
 
     # Scan the warps, publish this tile's count, then look back 32 tiles at a time:
-    # lane i of warp 0 reads the status of tile (p - i); thread 0 adds up the
-    # window up to the nearest inclusive prefix.  The loop is block-uniform (its
+    # lane i of warp 0 reads the status of tile (p - i); shared-memory atomics find
+    # the window's first non-aggregate and add up the window to the nearest
+    # inclusive prefix.  The loop is block-uniform (its
     # state lives in shared memory), so every thread meets the same barriers.
     if tid == 0:
         acc = int64(0)
@@ -249,6 +250,7 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
         look[0] = 0            # exclusive prefix so far
         look[1] = tile - 1     # newest tile of the next window
         look[2] = 1 if tile == 0 else 0  # done
+        look[3] = 32           # first lane of a window that is not an aggregate
     cuda.syncthreads()
     while look[2] == 0:
         if tid < 32:
@@ -257,26 +259,21 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
             if q >= 0:
                 word = cuda.atomic.add(status, q, uint64(0))
             window[tid] = word
+            if (word >> FLAG_SHIFT) != AGGREGATE:  # the first such lane ends the window
+                cuda.atomic.min(look, 3, int64(tid))
+        cuda.syncthreads()
+        stop = look[3]
+        if tid < 32:
+            word = window[tid]
+            if tid < stop or (tid == stop and (word >> FLAG_SHIFT) == PREFIX):
+                cuda.atomic.add(look, 0, int64(word & VALUE_MASK))
         cuda.syncthreads()
         if tid == 0:
-            add = int64(0)
-            l = 0
-            state = 0  # 0: every word an aggregate; 1: found a prefix; 2: not ready
-            while l < 32:
-                word = window[l]
-                flag = word >> FLAG_SHIFT
-                if flag == uint64(0):
-                    state = 2
-                    break
-                add += int64(word & VALUE_MASK)
-                if flag == PREFIX:
-                    state = 1
-                    break
-                l += 1
-            look[0] += add
-            look[1] -= l  # past the aggregates taken; a tile not ready is read again
-            if state == 1:
+            if stop < 32 and (window[stop] >> FLAG_SHIFT) == PREFIX:
                 look[2] = 1
+            else:
+                look[1] -= stop  # past the aggregates; a tile not ready is read again
+            look[3] = 32
         cuda.syncthreads()
     if tid == 0:
         excl = look[0]

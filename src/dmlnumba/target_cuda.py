@@ -298,10 +298,11 @@ def nonzero(x, width, count, coords, stream):
         if mask is None:
             mask = _masks[x.dtype] = uint_of_size(x.itemsize).type(nonzero_mask(x.dtype))
         threads = config.CUDA_THREADS
-        # Enough tiles to fill the GPU (about 1024), each lane taking 4 to
-        # CUDA_NONZERO_ITEMS steps, in multiples of 4 (the kernel's four-step path).
+        # About 256 tiles where the input allows (enough to fill the GPU, few enough
+        # that looking back stays short), each lane taking 4 to CUDA_NONZERO_ITEMS
+        # steps, in multiples of 4 (the kernel's four-step path).
         items = min(config.CUDA_NONZERO_ITEMS, K.MAX_MASKS // (threads // 32))
-        items = max(min(4, items), min(items, x.size // (threads * 1024) // 4 * 4))
+        items = max(min(4, items), min(items, x.size // (threads * 256) // 4 * 4))
         ntiles = -(-x.size // (threads * items))
         where = _where(s)
         status = _zeroed_scratch(ntiles + 1, s, where)
