@@ -54,10 +54,18 @@ if SIM:
                 m |= 1 << i
         cuda.syncthreads()
         return m
+    @cuda.jit(device=True)
+    def warp_all(flag):
+        # Block-wide here (the simulator's ballot is): a stricter, still uniform vote.
+        return cuda.syncthreads_and(1 if flag else 0) != 0
 else:
     @cuda.jit(device=True, cache=True)
     def ballot(flag, scratch, tid):
         return cuda.ballot_sync(FULL, flag)
+
+    @cuda.jit(device=True, cache=True)
+    def warp_all(flag):
+        return cuda.all_sync(FULL, flag)
 
 
 # Slots of the scalars after the geometry rows in a parameter block.
@@ -188,11 +196,11 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     n = 0
     it = 0
     while it < items:
-        # Four steps at once (four loads in flight) where every thread of the block
-        # is in range and no row wraps within them.  The choice is block-uniform, so
-        # every warp makes the same ballots (the simulator's ballot is block-wide).
+        # Four steps at once (four loads in flight) where the whole warp is in range
+        # and no lane's row wraps within them: a warp vote (block-wide under the
+        # simulator, whose ballot is block-wide too).
         quad = it + 4 <= items and e + 96 < total and c_last + 96 < n_last
-        if cuda.syncthreads_and(1 if quad else 0):
+        if warp_all(quad):
             v0 = src[off]
             v1 = src[off + 32 * s_last]
             v2 = src[off + 64 * s_last]
@@ -343,7 +351,11 @@ def kernel(name, src_bits, out_bits=0):
             k = cuda.jit(fn)
         else:
             sig = _signature(name, src_bits, out_bits)
-            disp = cuda.jit(sig, cache=True)(fn)
+            from . import config
+            opts = {}
+            if name == "nonzero" and config.CUDA_NONZERO_MAX_REGISTERS:
+                opts["max_registers"] = config.CUDA_NONZERO_MAX_REGISTERS
+            disp = cuda.jit(sig, cache=True, **opts)(fn)
             k = disp.overloads[sig.args]
         _kernels[key] = k
     return k
