@@ -21,6 +21,18 @@ block_bounds = _inline(_im.block_bounds)
 
 
 @_inline
+def _row_view(a, start, step, n):
+    """The view ``a[start], a[start + step], ...`` of ``n`` elements.  A stride of
+    0 only comes with ``n == 1`` here (a size-1 dimension left alone)."""
+    if n == 1 or step == 0:
+        return a[start:start + 1]
+    if step > 0:
+        return a[start:start + (n - 1) * step + 1:step]
+    lo = start + (n - 1) * step
+    return a[lo:start + 1:-step][::-1]
+
+
+@_inline
 def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
     """Copy output elements ``[lo, hi)`` of a strided copy, a row at a time."""
     coords = np.empty(ndim, np.int64)
@@ -36,12 +48,18 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
         n = min(row - coords[last], remaining)
         if ss == 1 and ds == 1:
             dst[d:d + n] = src[s:s + n]
-        elif ds == 1:
-            for k in range(n):
-                dst[d + k] = src[s + k * ss]
         else:
-            for k in range(n):
-                dst[d + k * ds] = src[s + k * ss]
+            # Strided views: indices from range() are never negative, so the loop
+            # carries no negative-index handling.
+            dv = _row_view(dst, d, ds, n)
+            if ss == 0:  # a broadcast source: one value along the row
+                v = src[s]
+                for k in range(n):
+                    dv[k] = v
+            else:
+                sv = _row_view(src, s, ss, n)
+                for k in range(n):
+                    dv[k] = sv[k]
         remaining -= n
         next_row(coords, shape, ndim)
 
