@@ -34,17 +34,21 @@ def _row_view(a, start, step, n):
 
 @_inline
 def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
-    """Copy output elements ``[lo, hi)`` of a strided copy, a row at a time."""
+    """Copy output elements ``[lo, hi)`` of a strided copy, a row at a time.
+
+    Row starts move by one stride of the next-to-last dimension; the odometer
+    (and a full offset computation) runs only when that dimension wraps.
+    """
     coords = np.empty(ndim, np.int64)
     unravel(lo, shape, ndim, coords)
     last = ndim - 1
     row = shape[last]
     ss = sst[last]
     ds = dstr[last]
+    s = sb + offset(coords, sst, ndim)
+    d = db + offset(coords, dstr, ndim)
     remaining = hi - lo
     while remaining > 0:
-        s = sb + offset(coords, sst, ndim)
-        d = db + offset(coords, dstr, ndim)
         n = min(row - coords[last], remaining)
         if ss == 1 and ds == 1:
             dst[d:d + n] = src[s:s + n]
@@ -61,7 +65,20 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
                 for k in range(n):
                     dv[k] = sv[k]
         remaining -= n
-        next_row(coords, shape, ndim)
+        if remaining <= 0:
+            break
+        # Next row: back to column 0, one step in the next-to-last dimension.
+        s -= coords[last] * ss
+        d -= coords[last] * ds
+        coords[last] = 0
+        if ndim > 1 and coords[last - 1] + 1 < shape[last - 1]:
+            coords[last - 1] += 1
+            s += sst[last - 1]
+            d += dstr[last - 1]
+        else:
+            next_row(coords, shape, ndim)
+            s = sb + offset(coords, sst, ndim)
+            d = db + offset(coords, dstr, ndim)
 
 
 @njit(parallel=True, cache=True)
