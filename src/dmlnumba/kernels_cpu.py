@@ -162,9 +162,10 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
     Each row of the input is compacted ``COMPACT`` elements at a time (the
     positions of its non-zeros, found without branches), then exactly those
     coordinate rows are written; the walk stops once ``row_end`` is reached.
+    Returns the row after the last one written.
     """
     if row == row_end:
-        return
+        return row
     coords = np.empty(ndim, np.int64)
     buf = np.empty(COMPACT, np.int64)
     unravel(lo, shape, ndim, coords)
@@ -185,9 +186,10 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
                 row += 1
             k0 += m
         if row == row_end:
-            return
+            return row
         remaining -= n
         next_row(coords, shape, ndim)
+    return row
 
 
 @njit(parallel=True, cache=True)
@@ -207,6 +209,12 @@ def nonzero(src, src_base, mask, geom, block, out, out_base, rs, cs, width,
     for d in range(ndim):
         total *= shape[d]
     nblocks = max(1, (total + block - 1) // block)
+    if nblocks == 1:
+        # One block: no scan needed, so no counting pass either; the write pass
+        # (bounded by the worst case, ``total`` rows) ends on the count.
+        count[count_pos] = _write_range(src, src_base, mask, shape, strides, ndim, 0, total,
+                                        out, out_base, rs, cs, width, 0, total)
+        return
     rows = np.empty(nblocks + 1, np.int64)
     if parallel and nblocks > 1:
         for b in prange(nblocks):

@@ -5,6 +5,8 @@ arrays out for the kernels and launches them.  It imports numba's CPU kernels
 on first use, so ``import dmlnumba`` stays light.
 """
 
+import functools
+
 import numpy as np
 
 from . import config
@@ -52,7 +54,9 @@ def flat(a, writeable):
     Input views are marked read-only so that one compiled type serves all inputs."""
     u = uint_of_size(a.itemsize)
     if a.flags.c_contiguous:
-        v = a.reshape(-1).view(u)
+        v = a.reshape(-1)
+        if v.dtype != u:
+            v = v.view(u)
         es = c_strides(a.shape)
         base = 0
     else:
@@ -78,6 +82,13 @@ def slice1(x, starts, steps, out, stream=None):
                          out.size >= config.CPU_PARALLEL_MIN)
 
 
+@functools.lru_cache(maxsize=1024)
+def _nonzero_geometry(shape, strides):
+    g = np.array([shape, strides], np.int64)
+    g.flags.writeable = False
+    return g
+
+
 def nonzero(x, width, count, coords, stream=None):
     cnt, cbase, _ = flat(count, True)
     if x.size == 0:
@@ -92,6 +103,6 @@ def nonzero(x, width, count, coords, stream=None):
     mask = _masks.get(x.dtype)
     if mask is None:
         mask = _masks[x.dtype] = src.dtype.type(nonzero_mask(x.dtype))
-    geom = np.array([x.shape, sstr], np.int64)
+    geom = _nonzero_geometry(x.shape, sstr)
     kernels().nonzero(src, sbase, mask, geom, config.CPU_NONZERO_BLOCK, out, obase, rs, cs,
                       width, cnt, cbase, x.size >= config.CPU_PARALLEL_MIN)
