@@ -52,10 +52,10 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
     v.check_strides(x, "input", f)
     if out is None:
         out = target.empty(out_shape, x.dtype, stream, x)
-        o = target.describe(out, "out", f)
+        target.slice1(x, starts, steps, target.describe(out, "out", f), stream, fresh=True)
     else:
         o = _check_out(target, out, x.dtype, out_shape, "out", f)
-    target.slice1(x, starts, steps, o, stream)
+        target.slice1(x, starts, steps, o, stream)
     return out
 
 

@@ -27,7 +27,7 @@ def kernels():
 
 
 def describe(a, name, func):
-    if not isinstance(a, np.ndarray):
+    if type(a) is not np.ndarray and not isinstance(a, np.ndarray):
         raise TypeError(f"{func}(): {name} must be an array, not {type(a).__name__}")
     return a
 
@@ -69,8 +69,9 @@ def flat(a, writeable):
     return v, base, es
 
 
-def slice1(x, starts, steps, out, stream=None):
-    if np.may_share_memory(x, out):
+def slice1(x, starts, steps, out, stream=None, fresh=False):
+    """``fresh``: ``out`` was just allocated, so it cannot overlap the input."""
+    if not fresh and np.may_share_memory(x, out):
         tmp = np.empty(out.shape, out.dtype)
         slice1(x, starts, steps, tmp)
         out[...] = tmp

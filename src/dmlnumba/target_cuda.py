@@ -245,11 +245,11 @@ def _overlaps(a, b):
     return a0 < b0 + sb * b.itemsize and b0 < a0 + sa * a.itemsize
 
 
-def slice1(x, starts, steps, out, stream):
+def slice1(x, starts, steps, out, stream, fresh=False):
     s = stream_of(stream)
     with _context(x):
         x = _materialize(x, s)
-        if _overlaps(x, out):
+        if not fresh and _overlaps(x, out):
             tmp = _view_of(cuda.device_array(out.shape, out.dtype, stream=s), x.device)
             slice1(x, starts, steps, tmp, stream)
             slice1(tmp, [0] * out.ndim, [1] * out.ndim, out, stream)
