@@ -192,9 +192,49 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
     return row
 
 
+@_inline
+def _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width, row, row_end):
+    """:func:`_write_range` for a C-contiguous input, where element ``e`` is
+    ``src[sb + e]``: compaction runs across row boundaries, ``COMPACT`` elements at
+    a time, and the odometer moves by each non-zero's distance from the last one
+    (dividing only when a row wraps)."""
+    if row == row_end:
+        return row
+    coords = np.empty(ndim, np.int64)
+    buf = np.empty(COMPACT, np.int64)
+    unravel(lo, shape, ndim, coords)
+    last = ndim - 1
+    n_last = shape[last]
+    pos = lo
+    k0 = lo
+    while k0 < hi:
+        m = min(COMPACT, hi - k0)
+        c = _compact_row(src, sb + k0, 1, m, mask, buf)
+        for i in range(c):
+            e = k0 + buf[i]
+            cl = coords[last] + (e - pos)
+            if cl >= n_last:  # carry into the outer dimensions
+                q = cl // n_last
+                cl -= q * n_last
+                d = last - 1
+                while q > 0 and d >= 0:
+                    v = coords[d] + q
+                    q = v // shape[d]
+                    coords[d] = v - q * shape[d]
+                    d -= 1
+            coords[last] = cl
+            pos = e
+            write_coordinates(out, ob + row * rs, cs, coords, ndim, width, cl)
+            row += 1
+        if row == row_end:
+            return row
+        k0 += m
+    return row
+
+
 @njit(parallel=True, cache=True)
 def nonzero(src, src_base, mask, geom, block, out, out_base, rs, cs, width,
-            count, count_pos, parallel):
+            count, count_pos, parallel, contiguous):
     """NONZERO_COORDINATES: block counts, an exclusive scan, then ordered writes.
 
     Block ``b`` holds elements ``[b*block, (b+1)*block)`` of the row-major
@@ -212,29 +252,48 @@ def nonzero(src, src_base, mask, geom, block, out, out_base, rs, cs, width,
     if nblocks == 1:
         # One block: no scan needed, so no counting pass either; the write pass
         # (bounded by the worst case, ``total`` rows) ends on the count.
-        count[count_pos] = _write_range(src, src_base, mask, shape, strides, ndim, 0, total,
-                                        out, out_base, rs, cs, width, 0, total)
+        if contiguous:
+            n = _write_range_flat(src, src_base, mask, shape, ndim, 0, total,
+                                  out, out_base, rs, cs, width, 0, total)
+        else:
+            n = _write_range(src, src_base, mask, shape, strides, ndim, 0, total,
+                             out, out_base, rs, cs, width, 0, total)
+        count[count_pos] = n
         return
     rows = np.empty(nblocks + 1, np.int64)
     if parallel and nblocks > 1:
         for b in prange(nblocks):
             lo, hi = block_bounds(b, block, total)
-            rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
+            if contiguous:
+                rows[b + 1] = _count_row(src, src_base + lo, 1, hi - lo, mask)
+            else:
+                rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
     else:
         for b in range(nblocks):
             lo, hi = block_bounds(b, block, total)
-            rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
+            if contiguous:
+                rows[b + 1] = _count_row(src, src_base + lo, 1, hi - lo, mask)
+            else:
+                rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
     rows[0] = 0
     for b in range(nblocks):
         rows[b + 1] += rows[b]
     if parallel and nblocks > 1:
         for b in prange(nblocks):
             lo, hi = block_bounds(b, block, total)
-            _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
-                         out, out_base, rs, cs, width, rows[b], rows[b + 1])
+            if contiguous:
+                _write_range_flat(src, src_base, mask, shape, ndim, lo, hi,
+                                  out, out_base, rs, cs, width, rows[b], rows[b + 1])
+            else:
+                _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
+                             out, out_base, rs, cs, width, rows[b], rows[b + 1])
     else:
         for b in range(nblocks):
             lo, hi = block_bounds(b, block, total)
-            _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
-                         out, out_base, rs, cs, width, rows[b], rows[b + 1])
+            if contiguous:
+                _write_range_flat(src, src_base, mask, shape, ndim, lo, hi,
+                                  out, out_base, rs, cs, width, rows[b], rows[b + 1])
+            else:
+                _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
+                             out, out_base, rs, cs, width, rows[b], rows[b + 1])
     count[count_pos] = rows[nblocks]

@@ -106,4 +106,5 @@ def nonzero(x, width, count, coords, stream=None):
         mask = _masks[x.dtype] = src.dtype.type(nonzero_mask(x.dtype))
     geom = _nonzero_geometry(x.shape, sstr)
     kernels().nonzero(src, sbase, mask, geom, config.CPU_NONZERO_BLOCK, out, obase, rs, cs,
-                      width, cnt, cbase, x.size >= config.CPU_PARALLEL_MIN)
+                      width, cnt, cbase, x.size >= config.CPU_PARALLEL_MIN,
+                      bool(x.flags.c_contiguous))
