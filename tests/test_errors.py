@@ -194,3 +194,31 @@ def test_errors_are_the_same_on_every_device(device):
     with pytest.raises(TypeError, match=r"out has dtype float64, expected float32"):
         _slice_call(x=x, out=out, device=device)
     assert (to_host(out) == SENTINEL).all()
+
+
+def test_a_repeated_call_is_checked_like_the_first():
+    """Calls into new CPU outputs remember validated windows and widths; a later
+    call with equal values of a wrong type (1.0, True) must still be a TypeError,
+    and each call must return new arrays."""
+    first = _slice_call()
+    again = _slice_call()
+    np.testing.assert_array_equal(again, first)
+    assert not np.shares_memory(again, first)
+    with pytest.raises(TypeError, match=r"strides\[0\] must be an integer, not bool"):
+        _slice_call(strides=(True, 2, -1))
+    with pytest.raises(TypeError, match=r"offsets\[0\] must be an integer, not float"):
+        _slice_call(offsets=(0.0, 1, 2))
+    np.testing.assert_array_equal(_slice_call(offsets=np.array([0, 1, 2])), first)
+    np.testing.assert_array_equal(_slice_call(offsets=[0, 1, 2]), first)
+
+    z = np.array([0, 5, 0, 7], np.int32)
+    c1, x1 = dmlnumba.nonzero_coordinates(z, 1)
+    c2, x2 = dmlnumba.nonzero_coordinates(z, 1)
+    assert c1[0] == c2[0] == 2 and (x1[:2, 0] == [1, 3]).all() and (x2[:2, 0] == [1, 3]).all()
+    assert not np.shares_memory(x1, x2) and not np.shares_memory(c1, c2)
+    with pytest.raises(TypeError, match=r"width must be an integer, not bool"):
+        dmlnumba.nonzero_coordinates(z, True)
+    with pytest.raises(TypeError, match=r"width must be an integer, not float"):
+        dmlnumba.nonzero_coordinates(z, 1.0)
+    c3, x3 = dmlnumba.nonzero_coordinates(z, dtype=np.int64)
+    assert c3.dtype == x3.dtype == np.int64 and c3[0] == 2 and (x3[:2, 0] == [1, 3]).all()

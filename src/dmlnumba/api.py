@@ -7,8 +7,38 @@ Every check of a call runs before any output is allocated or written, so an
 import numpy as np
 
 from . import validation as v
+from . import target_cpu
 from .dispatch import resolve
 from .window import window  # noqa: F401  (re-exported)
+
+#: Validated CPU calls into new outputs, by everything their validation read
+#: (dtype, shape and strides of the input, and the parameters): a repeat of such
+#: a call skips validation and layout work.  Parameters are keys only when they
+#: are tuples of Python ints (so that 1.0 or True never stands for 1).
+_runners = {}
+
+
+def _remember(key, make):
+    if len(_runners) >= 4096:
+        _runners.clear()
+    _runners[key] = make()
+
+
+def _int_tuples(*params):
+    for p in params:
+        if p is not None:
+            if type(p) is not tuple:
+                return False
+            for v in p:
+                if type(v) is not int:
+                    return False
+    return True
+
+
+def _cpu_fresh(input, device, stream):
+    """A CPU call on a NumPy array whose outputs the call allocates."""
+    return (type(input) is np.ndarray and stream is None
+            and (device is None or device == "cpu"))
 
 def _check_stream(target, stream, func):
     if stream is not None and target.name != "cuda":
@@ -44,12 +74,23 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
     Raises TypeError for arguments of the wrong type and ValueError for bad
     values, before anything is written.
     """
+    key = None
+    if out is None and _cpu_fresh(input, device, stream) and _int_tuples(
+            offsets, sizes, strides, output_sizes):
+        key = ("slice1", input.dtype, input.shape, input.strides, offsets, sizes, strides,
+               output_sizes)
+        run = _runners.get(key)
+        if run is not None:
+            return run(input)
     f = "slice1"
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
     v.check_strides(x, "input", f)
+    if key is not None:
+        _remember(key, lambda: target_cpu.slice1_runner(x, starts, steps, out_shape))
+        return _runners[key](x)
     if out is None:
         out = target.empty(out_shape, x.dtype, stream, x)
         target.slice1(x, starts, steps, target.describe(out, "out", f), stream, fresh=True)
@@ -83,6 +124,16 @@ def nonzero_coordinates(input, width=None, *, dtype=np.uint32, out_count=None,
 
 
 def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream):
+    key = None
+    if (out_count is None and out_coordinates is None and _cpu_fresh(input, device, stream)
+            and (width is None or type(width) is int)):
+        key = ("nonzero", input.dtype, input.shape, input.strides, width, dtype, type(dtype))
+        try:
+            run = _runners.get(key)
+        except TypeError:  # an unhashable dtype argument: the checks below say what is wrong
+            run = key = None
+        if run is not None:
+            return (target_cpu,) + run(input)
     f = "nonzero_coordinates"
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
@@ -91,6 +142,9 @@ def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream):
     v.check_strides(x, "input", f)
     w = v.nonzero_width(x.shape, width)
     dt = v.coord_dtype(dtype, x.size)
+    if key is not None:
+        _remember(key, lambda: target_cpu.nonzero_runner(x, w, dt))
+        return (target_cpu,) + _runners[key](x)
     if out_count is not None:
         oc = _check_out(target, out_count, dt, None, "out_count", f)
         if oc.size != 1:

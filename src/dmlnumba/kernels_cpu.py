@@ -32,6 +32,10 @@ def _row_view(a, start, step, n):
     return a[lo:start + 1:-step][::-1]
 
 
+#: Rows of at most this many elements are copied by index, without views.
+SHORT_ROW = 16
+
+
 @_inline
 def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
     """Copy output elements ``[lo, hi)`` of a strided copy, a row at a time.
@@ -52,6 +56,10 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
         n = min(row - coords[last], remaining)
         if ss == 1 and ds == 1:
             dst[d:d + n] = src[s:s + n]
+        elif n <= SHORT_ROW:
+            # A short row: views cost more than they save; index directly.
+            for k in range(n):
+                dst[d + k * ds] = src[s + k * ss]
         else:
             # Strided views: indices from range() are never negative, so the loop
             # carries no negative-index handling.

@@ -69,6 +69,45 @@ def flat(a, writeable):
     return v, base, es
 
 
+def _reader(x):
+    """A function that gives the read-only flat view (:func:`flat`) of an input
+    laid out like ``x``; for C order, the quick way."""
+    if x.flags.c_contiguous:
+        u = uint_of_size(x.itemsize)
+
+        def read(x):
+            v = x.ravel().view(u)
+            v.setflags(write=False)
+            return v
+        return read
+    return lambda x: flat(x, False)[0]
+
+
+def slice1_runner(x, starts, steps, out_shape):
+    """A function that runs this validated slice1 call (into a new output) on any
+    input laid out like ``x`` (same dtype, shape and strides), with the layout
+    work done once.  :mod:`dmlnumba.api` keeps these for repeated calls."""
+    dtype = x.dtype
+    u = uint_of_size(dtype.itemsize)
+    size = 1
+    for n in out_shape:
+        size *= n
+    if size == 0:
+        return lambda x: np.empty(out_shape, dtype)
+    _, sbase, sstr = flat(x, False)
+    geom, off = slice_geometry(out_shape, starts, steps, sstr, c_strides(tuple(out_shape)))
+    base = sbase + off
+    copy = kernels().slice_copy
+    read = _reader(x)
+
+    def run(x):
+        out = np.empty(out_shape, dtype)
+        copy(read(x), base, out.ravel().view(u), 0, geom, config.CPU_SLICE_CHUNK,
+             size >= config.CPU_PARALLEL_MIN)
+        return out
+    return run
+
+
 def slice1(x, starts, steps, out, stream=None, fresh=False):
     """``fresh``: ``out`` was just allocated, so it cannot overlap the input."""
     if not fresh and np.may_share_memory(x, out):
@@ -88,6 +127,34 @@ def _nonzero_geometry(shape, strides):
     g = np.array([shape, strides], np.int64)
     g.flags.writeable = False
     return g
+
+
+def nonzero_runner(x, width, dtype):
+    """Like :func:`slice1_runner`, for nonzero_coordinates into new outputs of
+    ``dtype``: the function returns ``(count, coordinates)``."""
+    n = x.size
+    u = uint_of_size(dtype.itemsize)
+    shape = (n, width)
+    if n == 0:
+        return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
+    _, sbase, sstr = flat(x, False)
+    mask = uint_of_size(x.itemsize).type(nonzero_mask(x.dtype))
+    geom = _nonzero_geometry(x.shape, sstr)
+    contiguous = bool(x.flags.c_contiguous)
+    view = u != dtype
+    run_kernel = kernels().nonzero
+    read = _reader(x)
+
+    def run(x):
+        cnt = np.empty(1, u)
+        crd = np.empty(n * width, u)
+        run_kernel(read(x), sbase, mask, geom, config.CPU_NONZERO_BLOCK, crd, 0, width, 1,
+                   width, cnt, 0, n >= config.CPU_PARALLEL_MIN, contiguous)
+        crd = crd.reshape(shape)
+        if view:
+            return cnt.view(dtype), crd.view(dtype)
+        return cnt, crd
+    return run
 
 
 def nonzero(x, width, count, coords, stream=None):
