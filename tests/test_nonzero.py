@@ -123,6 +123,23 @@ def test_large_multiblock(device, density):
     np.testing.assert_array_equal(to_host(coords)[:n], want)
 
 
+@skip_on_cudasim
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape,dtype", [((1 << 21,), np.float32), ((3500, 601), np.int8),
+                                         ((700, 3001), np.float16)])
+@pytest.mark.parametrize("density", [0.01, 0.5, 0.99])
+def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density):
+    """Inputs big enough that each GPU lane takes many steps: the eight- and four-step
+    paths, and rows that wrap inside them (601 and 3001 are not multiples of 32)."""
+    rng = np.random.default_rng(11)
+    x = fill(rng, dtype, int(np.prod(shape)), density).reshape(shape)
+    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
+    want = np.argwhere(x)
+    n = int(to_host(count)[0])
+    assert n == len(want)
+    np.testing.assert_array_equal(to_host(coords)[:n], want)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_zero_and_special_values(device):
     x = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, -5e-324, 1.0], np.float64)

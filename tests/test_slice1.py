@@ -148,3 +148,23 @@ def test_torch_cpu_tensor_via_dlpack():
     t = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
     out = dmlnumba.slice1(t, (0, 0, 0), (2, 3, 4), (1, -1, 2))
     np.testing.assert_array_equal(out, t.numpy()[:, ::-1, ::2])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
+@pytest.mark.parametrize("shift", [0, 1])
+def test_contiguous_rows_copied_as_words(device, dtype, shift):
+    """Windows whose rows are contiguous in input and output, a multiple of 8 bytes
+    long and 8-byte aligned are copied in 8-byte words on the GPU; an output moved by
+    one element (``shift``) is not aligned and takes the element-wise copy."""
+    x = (np.arange(5 * 6 * 64) % 251).astype(dtype).reshape(5, 6, 64)
+    idx = np.s_[1:4, ::-1, 8:56]
+    want = np.ascontiguousarray(x[idx])
+    buf = np.zeros(want.size + shift, dtype)
+    dbuf = to_device(buf, device)
+
+    def view_of(b):
+        return b[shift:].reshape(want.shape)
+    out = view_of(buf) if device == "cpu" else _device_view(dbuf, view_of, buf)
+    dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx), out=out, device=device)
+    np.testing.assert_array_equal(to_host(dbuf)[shift:].reshape(want.shape), want)

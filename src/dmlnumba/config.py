@@ -23,6 +23,11 @@ CUDA_THREADS = 256
 #: CUDA nonzero: elements each thread reads per tile (tile = THREADS * ITEMS).
 CUDA_NONZERO_ITEMS = 128
 
+#: CUDA nonzero: about how many tiles (blocks) to cut an input into, where
+#: CUDA_NONZERO_ITEMS allows: enough to fill the GPU, few enough that looking
+#: back stays short.
+CUDA_NONZERO_TILES = 256
+
 #: CUDA nonzero: register cap per thread (0: the compiler's choice); 40 measured
 #: 1.02 ms against 1.14 ms uncapped at 2**28 float32 on an H200.  Fewer
 #: registers, more resident blocks, more loads in flight.
@@ -34,6 +39,11 @@ CUDA_SLICE_ITEMS = 4
 #: CUDA slice1: consecutive rows each tile walks with an odometer (amortizes the
 #: divisions that locate a tile's first row).
 CUDA_SLICE_ROWS = 32
+
+
+#: CUDA slice1: fewer rows a tile where CUDA_SLICE_ROWS would leave fewer tiles
+#: than this.
+CUDA_SLICE_TILES = 16384
 
 
 def _from_env():

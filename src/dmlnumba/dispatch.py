@@ -23,9 +23,25 @@ def cuda_target():
     return _cuda
 
 
+#: Types whose instances always export ``__cuda_array_interface__`` (CuPy's and
+#: numba's device arrays), learnt as they come: asking costs a dict build each time.
+_cai_types = set()
+
+
 def _is_cuda_array(x):
+    tp = type(x)
+    if tp in _cai_types:
+        return True
+    mod = (getattr(tp, "__module__", "") or "").split(".")[0]
+    if mod == "torch" and tp.__name__ == "Tensor":
+        return x.is_cuda  # without evaluating PyTorch's (slow) interface property
+    if hasattr(x, "__cuda_array_interface__"):
+        if (mod, tp.__name__) in (("cupy", "ndarray"), ("numba", "DeviceNDArray"),
+                                  ("numba_cuda", "DeviceNDArray")):
+            _cai_types.add(tp)
+        return True
     # FakeCUDAArray: numba's CUDA simulator's device array (it exports no CAI).
-    return hasattr(x, "__cuda_array_interface__") or type(x).__name__ == "FakeCUDAArray"
+    return tp.__name__ == "FakeCUDAArray"
 
 
 def _to_numpy(x, func, name):

@@ -32,14 +32,23 @@ advance = _device(_im.advance)
 
 MAXD = 8
 FULL = 0xFFFFFFFF
-# Look-back status words: 2 flag bits over a 62-bit count (all uint64, so that
-# numba never mixes signed and unsigned 64-bit integers).
+# Look-back status words (all uint64, so that numba never mixes signed and
+# unsigned 64-bit integers): 2 flag bits, a 22-bit epoch (the call's number, so
+# that words left by earlier calls read as "not ready" and the scratch needs no
+# zeroing between calls), then a 40-bit count.
 FLAG_SHIFT = np.uint64(62)
-VALUE_MASK = np.uint64((1 << 62) - 1)
+EPOCH_SHIFT = np.uint64(40)
+EPOCH_BITS = 22
+EPOCH_MASK = np.uint64((1 << EPOCH_BITS) - 1)
+VALUE_BITS = 40
+VALUE_MASK = np.uint64((1 << VALUE_BITS) - 1)
 AGGREGATE = np.uint64(1)
 PREFIX = np.uint64(2)
 AGGREGATE_BITS = np.uint64(1 << 62)
 PREFIX_BITS = np.uint64(2 << 62)
+#: Shared words the simulator's ballot needs (none on a GPU, which votes in hardware).
+BALLOT_SCRATCH = 1024 if SIM else 1
+
 
 if SIM:
     # The simulator has no warp votes: the same ballot through shared memory.
@@ -116,7 +125,25 @@ def _slice_copy(src, dst, geom):
             d = dst_base + offset(coords, dstr, last)
             j = j0
             bx = cuda.blockDim.x
-            while j + 3 * bx < end:  # four independent loads in flight
+            while j + 7 * bx < end:  # eight independent loads in flight
+                a0 = src[s + j * ss]
+                a1 = src[s + (j + bx) * ss]
+                a2 = src[s + (j + 2 * bx) * ss]
+                a3 = src[s + (j + 3 * bx) * ss]
+                a4 = src[s + (j + 4 * bx) * ss]
+                a5 = src[s + (j + 5 * bx) * ss]
+                a6 = src[s + (j + 6 * bx) * ss]
+                a7 = src[s + (j + 7 * bx) * ss]
+                dst[d + j * ds] = a0
+                dst[d + (j + bx) * ds] = a1
+                dst[d + (j + 2 * bx) * ds] = a2
+                dst[d + (j + 3 * bx) * ds] = a3
+                dst[d + (j + 4 * bx) * ds] = a4
+                dst[d + (j + 5 * bx) * ds] = a5
+                dst[d + (j + 6 * bx) * ds] = a6
+                dst[d + (j + 7 * bx) * ds] = a7
+                j += 8 * bx
+            while j + 3 * bx < end:  # four
                 a0 = src[s + j * ss]
                 a1 = src[s + (j + bx) * ss]
                 a2 = src[s + (j + 2 * bx) * ss]
@@ -139,15 +166,17 @@ def _slice_copy(src, dst, geom):
 MAX_MASKS = 2048
 
 
-def _nonzero_tiles(src, mask, geom, status, out, count):
+def _nonzero_tiles(src, mask, geom, status, out, count, epoch, tile_base):
     """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
     consecutive elements, 32 at a time (lane i reads element i: coalesced).
 
     The input is read once: the count pass keeps each step's warp ballot in
     shared memory, and the write pass works from those masks.  The innermost
     coordinate lives in a register; the odometer (with its divisions) runs only
-    when a row wraps.  ``status`` holds one look-back word per tile, then the tile
-    counter; the caller zeroes it.  The block that takes the last tile writes the count.
+    when a row wraps.  ``status[0]`` is a tile counter that is never reset: this
+    call's tiles are its values ``tile_base``, ``tile_base + 1``, ...; then come
+    one look-back word per tile, tagged with ``epoch`` (words of other calls do
+    not count).  The block that takes the last tile writes the count.
     """
     k = NZ_SCALARS
     src_base = geom[k]
@@ -164,7 +193,7 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     look = cuda.shared.array(4, int64)
     window = cuda.shared.array(32, uint64)
     masks = cuda.shared.array(MAX_MASKS, uint32)
-    scratch = cuda.shared.array(1024, uint32)
+    scratch = cuda.shared.array(BALLOT_SCRATCH, uint32)
     coords = cuda.local.array(MAXD, int64)
     shape = cuda.local.array(MAXD, int64)
     strides = cuda.local.array(MAXD, int64)
@@ -176,8 +205,9 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     warp = tid >> 5
     nwarps = cuda.blockDim.x >> 5
     ntiles = cuda.gridDim.x
+    tag = (uint64(epoch) & EPOCH_MASK) << EPOCH_SHIFT
     if tid == 0:
-        tile_info[0] = cuda.atomic.add(status, ntiles, 1)
+        tile_info[0] = int64(cuda.atomic.add(status, 0, uint64(1)) - uint64(tile_base))
     cuda.syncthreads()
     tile = int64(tile_info[0])
     seg = 32 * items
@@ -196,11 +226,43 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
     n = 0
     it = 0
     while it < items:
-        # Four steps at once (four loads in flight) where the whole warp is in range
-        # and no lane's row wraps within them: a warp vote (block-wide under the
-        # simulator, whose ballot is block-wide too).
-        quad = it + 4 <= items and e + 96 < total and c_last + 96 < n_last
-        if warp_all(quad):
+        # Eight or four steps at once (as many loads in flight) where the whole
+        # warp is in range and no lane's row wraps within them: a warp vote
+        # (block-wide under the simulator, whose ballot is block-wide too).
+        if warp_all(it + 8 <= items and e + 224 < total and c_last + 224 < n_last):
+            # Eight steps at once where that holds for the whole warp.
+            v0 = src[off]
+            v1 = src[off + 32 * s_last]
+            v2 = src[off + 64 * s_last]
+            v3 = src[off + 96 * s_last]
+            v4 = src[off + 128 * s_last]
+            v5 = src[off + 160 * s_last]
+            v6 = src[off + 192 * s_last]
+            v7 = src[off + 224 * s_last]
+            b0 = uint32(ballot(is_nonzero(v0, mask), scratch, tid))
+            b1 = uint32(ballot(is_nonzero(v1, mask), scratch, tid))
+            b2 = uint32(ballot(is_nonzero(v2, mask), scratch, tid))
+            b3 = uint32(ballot(is_nonzero(v3, mask), scratch, tid))
+            b4 = uint32(ballot(is_nonzero(v4, mask), scratch, tid))
+            b5 = uint32(ballot(is_nonzero(v5, mask), scratch, tid))
+            b6 = uint32(ballot(is_nonzero(v6, mask), scratch, tid))
+            b7 = uint32(ballot(is_nonzero(v7, mask), scratch, tid))
+            if lane == 0:
+                masks[m0 + it] = b0
+                masks[m0 + it + 1] = b1
+                masks[m0 + it + 2] = b2
+                masks[m0 + it + 3] = b3
+                masks[m0 + it + 4] = b4
+                masks[m0 + it + 5] = b5
+                masks[m0 + it + 6] = b6
+                masks[m0 + it + 7] = b7
+            n += (cuda.popc(b0) + cuda.popc(b1) + cuda.popc(b2) + cuda.popc(b3)
+                  + cuda.popc(b4) + cuda.popc(b5) + cuda.popc(b6) + cuda.popc(b7))
+            it += 8
+            e += 256
+            c_last += 256
+            off += 256 * s_last
+        elif warp_all(it + 4 <= items and e + 96 < total and c_last + 96 < n_last):
             v0 = src[off]
             v1 = src[off + 32 * s_last]
             v2 = src[off + 64 * s_last]
@@ -252,9 +314,9 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
             acc += c
         warp_rows[32] = acc
         if tile == 0:
-            cuda.atomic.exch(status, 0, PREFIX_BITS | uint64(acc))
+            cuda.atomic.exch(status, 1, PREFIX_BITS | tag | uint64(acc))
         else:
-            cuda.atomic.exch(status, tile, AGGREGATE_BITS | uint64(acc))
+            cuda.atomic.exch(status, tile + 1, AGGREGATE_BITS | tag | uint64(acc))
         look[0] = 0            # exclusive prefix so far
         look[1] = tile - 1     # newest tile of the next window
         look[2] = 1 if tile == 0 else 0  # done
@@ -265,7 +327,9 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
             q = look[1] - tid
             word = PREFIX_BITS  # before tile 0: an inclusive prefix of 0
             if q >= 0:
-                word = cuda.atomic.add(status, q, uint64(0))
+                word = cuda.atomic.add(status, q + 1, uint64(0))
+                if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
+                    word = uint64(0)  # another call's word: not ready
             window[tid] = word
             if (word >> FLAG_SHIFT) != AGGREGATE:  # the first such lane ends the window
                 cuda.atomic.min(look, 3, int64(tid))
@@ -287,7 +351,7 @@ def _nonzero_tiles(src, mask, geom, status, out, count):
         excl = look[0]
         acc = warp_rows[32]
         if tile != 0:
-            cuda.atomic.exch(status, tile, PREFIX_BITS | uint64(excl + acc))
+            cuda.atomic.exch(status, tile + 1, PREFIX_BITS | tag | uint64(excl + acc))
         tile_info[1] = excl
         if tile == ntiles - 1:
             count[count_pos] = excl + acc
@@ -333,7 +397,7 @@ def _signature(name, src_bits, out_bits):
         args = (p(u), p(u), p(t.int64))
     else:
         o = getattr(t, _UINT[out_bits // 8])
-        args = (p(u), u, p(t.int64), t.uint64[::1], p(o), p(o))
+        args = (p(u), t.uint64, p(t.int64), t.uint64[::1], p(o), p(o), t.uint64, t.uint64)
     return t.void(*args)
 
 
@@ -343,7 +407,9 @@ def kernel(name, src_bits, out_bits=0):
     On a GPU: compiled for raw device pointers (``CPointer`` arguments), so that a
     launch passes plain integers; launched by :func:`launch`.  Under the simulator:
     the same Python function as an ordinary kernel over arrays."""
-    key = (name, src_bits, out_bits)
+    from . import config
+    regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
+    key = (name, src_bits, out_bits, regs)
     k = _kernels.get(key)
     if k is None:
         fn = _slice_copy if name == "slice" else _nonzero_tiles
@@ -351,10 +417,7 @@ def kernel(name, src_bits, out_bits=0):
             k = cuda.jit(fn)
         else:
             sig = _signature(name, src_bits, out_bits)
-            from . import config
-            opts = {}
-            if name == "nonzero" and config.CUDA_NONZERO_MAX_REGISTERS:
-                opts["max_registers"] = config.CUDA_NONZERO_MAX_REGISTERS
+            opts = {"max_registers": regs} if regs else {}
             disp = cuda.jit(sig, cache=True, **opts)(fn)
             k = disp.overloads[sig.args]
         _kernels[key] = k
@@ -362,6 +425,8 @@ def kernel(name, src_bits, out_bits=0):
 
 
 _core_streams = {}
+_configs = {}
+_functions = {}
 
 
 def _core_stream(stream):
@@ -374,13 +439,38 @@ def _core_stream(stream):
     return c
 
 
-def launch(k, grid, block, stream, args):
-    """Launch ``k`` without numba's per-call argument typing (on a GPU)."""
+def array_arg(ptr, n, itemsize):
+    """The launch arguments of a 1-d C-contiguous array parameter (numba's ABI:
+    meminfo, parent, size, itemsize, data, shape, strides)."""
+    return (0, 0, n, itemsize, ptr, n, itemsize)
+
+
+def launch(k, grid, block, stream, args, ctx=0):
+    """Launch ``k`` (on a GPU: with ``args`` already flat, pointer-sized integers)
+    through cuda.core directly: no per-call argument typing, and the launch
+    configuration and the function handle (per context ``ctx``) are cached."""
     if SIM:
         k[grid, block, stream](*args)
-    else:
-        if not isinstance(block, tuple):
-            block = (block, 1, 1)
-        elif len(block) == 2:
-            block = block + (1,)
-        k.launch(args, (grid, 1, 1), block, stream=_core_stream(stream), sharedmem=0)
+        return
+    if not isinstance(block, tuple):
+        block = (block, 1, 1)
+    elif len(block) == 2:
+        block = block + (1,)
+    key = (grid, block)
+    cfg = _configs.get(key)
+    if cfg is None:
+        from cuda.core import LaunchConfig
+        if len(_configs) >= 4096:
+            _configs.clear()
+        cfg = _configs[key] = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
+    fkey = (id(k), ctx)
+    f = _functions.get(fkey)
+    if f is None:
+        f = _functions[fkey] = k._codelibrary.get_cufunc().kernel
+    _launch(_core_stream(stream), cfg, f, *args)
+
+
+def _launch(*a):
+    global _launch
+    from cuda.core import launch as _launch
+    _launch(*a)

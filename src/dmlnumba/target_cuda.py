@@ -9,6 +9,7 @@ NumPy inputs are copied to the device first.
 """
 
 import contextlib
+import threading
 
 import numpy as np
 from numba import cuda
@@ -25,7 +26,6 @@ name = "cuda"
 if "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS" not in __import__("os").environ:
     from numba import config as _nbconfig
     _nbconfig.CUDA_LOW_OCCUPANCY_WARNINGS = 0
-_masks = {}
 _streams = {}
 _scratch = {}
 
@@ -67,7 +67,8 @@ def _cai(obj):
         raise
 
 
-def _view_of(obj, device=None):
+def _read_cai(obj):
+    """``(ptr, shape, byte strides, dtype, readonly)`` from the CUDA array interface."""
     cai = _cai(obj)
     shape = tuple(cai["shape"])
     dtype = np.dtype(cai["typestr"])
@@ -75,7 +76,54 @@ def _view_of(obj, device=None):
     if strides is None:
         strides = tuple(s * dtype.itemsize for s in c_strides(shape))
     ptr, readonly = cai["data"]
-    return DeviceView(obj, shape, tuple(strides), dtype, ptr, bool(readonly), device)
+    return ptr, shape, tuple(strides), dtype, bool(readonly)
+
+
+def _read_cupy(a):
+    # What cupy.ndarray.__cuda_array_interface__ says, without building its dict.
+    return a.data.ptr, a.shape, a.strides, a.dtype, False
+
+
+_torch_dtypes = None
+
+
+def _read_torch(t):
+    # What torch.Tensor.__cuda_array_interface__ says, without its Python property
+    # (tens of microseconds).  Anything unusual goes through that property, so that
+    # PyTorch's own errors (a tensor that requires grad, a sparse one) come out.
+    global _torch_dtypes
+    if _torch_dtypes is None:
+        import torch
+        _torch_dtypes = {getattr(torch, n): np.dtype(n) for n in (
+            "float64", "float32", "float16", "int64", "int32", "int16", "int8",
+            "uint64", "uint32", "uint16", "uint8", "bool") if hasattr(torch, n)}
+    dtype = _torch_dtypes.get(t.dtype)
+    if dtype is None or t.requires_grad or not t.is_cuda or t.is_sparse:
+        return _read_cai(t)
+    isz = dtype.itemsize
+    return t.data_ptr(), tuple(t.shape), tuple(s * isz for s in t.stride()), dtype, False
+
+
+_readers = {}
+
+
+def _reader(tp):
+    r = _readers.get(tp)
+    if r is None:
+        mod = getattr(tp, "__module__", "") or ""
+        if tp.__name__ == "ndarray" and mod.split(".")[0] == "cupy":
+            r = _read_cupy
+        elif tp.__name__ == "Tensor" and mod.split(".")[0] == "torch":
+            r = _read_torch
+        else:
+            r = _read_cai
+        _readers[tp] = r
+    return r
+
+
+def _view_of(obj, device=None):
+    ptr, shape, strides, dtype, readonly = _reader(type(obj))(obj)
+    return DeviceView(obj, shape, strides, dtype, ptr, readonly, device)
 
 
 class _Flat:
@@ -90,7 +138,8 @@ class _Flat:
 
 
 def is_array(a):
-    return hasattr(a, "__cuda_array_interface__") or (K.SIM and type(a).__name__ == "FakeCUDAArray")
+    from .dispatch import _is_cuda_array
+    return _is_cuda_array(a)
 
 
 def _arg(f):
@@ -184,9 +233,20 @@ def empty(shape, dtype, stream, like):
 
 
 def flat(v):
-    """``(flat CAI view, base, element strides)`` of a non-empty device array."""
+    """``(ptr, span, base, element strides)`` of a non-empty device array: the
+    address of its lowest-addressed element, the items from there to its highest,
+    the index of element 0 among them, and its strides in items."""
     low, span, base, es = extent(v.shape, v.strides, v.itemsize)
-    return _Flat(v.obj, v.ptr + low, span, uint_of_size(v.itemsize)), base, es
+    return v.ptr + low, span, base, es
+
+
+def _flat_arg(v, ptr, span, itemsize=None):
+    """A flat view of ``span`` items of ``v`` from ``ptr`` as a kernel argument (see
+    :func:`_arg`); ``itemsize``: read as items of that size instead (whole ones)."""
+    if not K.SIM:
+        return ptr
+    isz = itemsize or v.itemsize
+    return _arg(_Flat(v.obj, ptr, span * v.itemsize // isz, uint_of_size(isz)))
 
 
 _geoms = {}
@@ -197,43 +257,86 @@ def _where(s):
     context must never reach another."""
     if K.SIM:
         return (0, id(s))
-    try:
-        from cuda.bindings import driver as _drv
-        err, ctx = _drv.cuCtxGetCurrent()
-        ctx = int(ctx)
-    except Exception:  # older bindings: numba's (slower) view of the same
-        ctx = cuda.current_context().handle.value
+    ctx = _current_context()
+    if not ctx:  # none yet: numba makes the device's primary context current
+        cuda.current_context()
+        ctx = _current_context()
     return (ctx, int(s))
 
 
-def _geometry(packed, s, where):
-    """A parameter block as a kernel argument: on a GPU a cached device copy (one per
-    context and stream, uploaded on that stream the first time), passed by address.
-    It holds only layout integers (shapes, strides, offsets relative to the arrays'
-    starts), so repeated calls over arrays of one layout reuse it."""
+_drv = None
+
+
+def _current_context():
+    global _drv
+    if _drv is None:
+        try:
+            from cuda.bindings import driver as _drv
+        except ImportError:  # older bindings: numba's (slower) view of the same
+            _drv = False
+    if _drv:
+        return int(_drv.cuCtxGetCurrent()[1])
+    return cuda.current_context().handle.value
+
+
+def _geometry(rows, scalars, s, where):
+    """A parameter block (:func:`kernels_cuda.pack_params`) as a kernel argument: on
+    a GPU a cached device copy (one per context and stream, uploaded on that stream
+    the first time), passed by address.  It holds only layout integers (shapes,
+    strides, offsets relative to the arrays' starts), so repeated calls over arrays
+    of one layout reuse it."""
     if K.SIM:
-        return packed
-    key = (where, packed.tobytes())
+        return K.pack_params(rows, scalars)
+    key = (where, rows, scalars)
     d = _geoms.get(key)
     if d is None:
         if len(_geoms) >= 4096:
             _geoms.clear()
-        d = _geoms[key] = cuda.to_device(packed, stream=s)
-    return d.__cuda_array_interface__["data"][0]
+        d = cuda.to_device(K.pack_params(rows, scalars), stream=s)
+        d = _geoms[key] = (d, d.__cuda_array_interface__["data"][0])
+    return d[1]
 
 
-def _zeroed_scratch(n, s, key):
-    """The per-(context, stream) look-back scratch, its first ``n`` words zeroed on
-    ``s``.  Calls on one stream run in order, so they can share it."""
-    buf = _scratch.get(key)
-    if buf is None or buf.shape[0] < n:
-        buf = _scratch[key] = cuda.device_array(max(n, 1024), np.uint64, stream=s)
-    if K.SIM:
-        buf.copy_to_device(np.zeros(buf.shape[0], np.uint64))
-    else:
-        from numba.cuda.cudadrv.driver import device_memset
-        device_memset(buf, 0, n * 8, stream=s)
-    return buf
+class _Scratch:
+    """The look-back scratch of one (context, stream): a tile counter that runs on
+    across calls, then one status word per tile.  Calls on one stream run in
+    order, so they share it; each call tags its words with a new epoch, so the
+    words need no zeroing between calls (only when the epochs wrap)."""
+
+    __slots__ = ("buf", "words", "ptr", "counter", "epoch")
+
+    def __init__(self, words, s):
+        self.buf = cuda.device_array(words, np.uint64, stream=s)
+        self.words = words
+        self.ptr = 0 if K.SIM else self.buf.__cuda_array_interface__["data"][0]
+        self.reset(s)
+
+    def reset(self, s):
+        if K.SIM:
+            self.buf.copy_to_device(np.zeros(self.words, np.uint64))
+        else:
+            from numba.cuda.cudadrv.driver import device_memset
+            device_memset(self.buf, 0, self.words * 8, stream=s)
+        self.counter = 0
+        self.epoch = 0
+
+
+#: Held from reserving a call's tiles to its launch, so that threads sharing a
+#: stream launch in the order of their reservations.
+_lock = threading.Lock()
+
+
+def _reserve(ntiles, s, where):
+    """``(scratch, epoch, tile_base)`` for a launch of ``ntiles`` tiles (hold ``_lock``)."""
+    sc = _scratch.get(where)
+    if sc is None or sc.words < ntiles + 1:
+        sc = _scratch[where] = _Scratch(max(2 * (ntiles + 1), 1024), s)
+    if sc.epoch >= (1 << K.EPOCH_BITS) - 1:
+        sc.reset(s)
+    sc.epoch += 1
+    base = sc.counter
+    sc.counter += ntiles
+    return sc, sc.epoch, base
 
 
 def _overlaps(a, b):
@@ -245,6 +348,60 @@ def _overlaps(a, b):
     return a0 < b0 + sb * b.itemsize and b0 < a0 + sa * a.itemsize
 
 
+_plans = {}
+
+
+def _plan(key, make):
+    p = _plans.get(key)
+    if p is None:
+        if len(_plans) >= 4096:
+            _plans.clear()
+        p = _plans[key] = make()
+    return p
+
+
+def _slice_plan(x, starts, steps, out):
+    """The launch of a slice1 of this layout: ``(src low, src span, dst low, dst span,
+    narrow, wide)``, each of the last two ``(bits, grid, block, rows, scalars)``;
+    ``wide`` (or None) copies 8-byte words where the inner dimension is contiguous
+    in both arrays and every row starts on a multiple of 8 bytes."""
+    slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
+    dlo, dspan, dbase, dstr = extent(out.shape, out.strides, out.itemsize)
+    geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
+    shape, ss, ds = (tuple(int(v) for v in r) for r in geom)
+    sb, db = sbase + off, dbase
+    narrow = _slice_launch(8 * x.itemsize, shape, ss, ds, sb, db)
+    wide = None
+    k = 8 // x.itemsize
+    if k > 1 and ss[-1] == 1 and ds[-1] == 1 and shape[-1] % k == 0 and sb % k == 0 \
+            and db % k == 0 and all(v % k == 0 for v in ss[:-1] + ds[:-1]):
+        wide = _slice_launch(64, shape[:-1] + (shape[-1] // k,), tuple(v // k for v in ss[:-1]) + (1,),
+                             tuple(v // k for v in ds[:-1]) + (1,), sb // k, db // k)
+    return slo, sspan, dlo, dspan, narrow, wide
+
+
+def _slice_launch(bits, shape, ss, ds, sb, db):
+    ndim = len(shape)
+    inner = shape[-1]
+    threads = config.CUDA_THREADS
+    items = config.CUDA_SLICE_ITEMS
+    # Enough threads across a row that each copies about ``items`` elements of it.
+    tx = min(threads, max(32, 32 * -(-inner // (32 * items))))
+    ty = max(1, threads // tx)
+    seg = tx * items
+    nseg = -(-inner // seg)
+    rows = 1
+    for n in shape[:-1]:
+        rows *= n
+    # Up to CUDA_SLICE_ROWS rows a tile, fewer where that leaves fewer than about
+    # CUDA_SLICE_TILES tiles (too few to keep the GPU's memory system busy).
+    nrows = max(1, min(config.CUDA_SLICE_ROWS, rows * nseg // config.CUDA_SLICE_TILES))
+    ntiles = -(-rows // nrows) * nseg
+    blocks = min(-(-ntiles // ty), 1 << 22)
+    return (bits, blocks, (tx, ty), (shape, ss, ds),
+            (sb, db, ndim, seg, nseg, rows, nrows, ntiles))
+
+
 def slice1(x, starts, steps, out, stream, fresh=False):
     s = stream_of(stream)
     with _context(x):
@@ -254,63 +411,82 @@ def slice1(x, starts, steps, out, stream, fresh=False):
             slice1(x, starts, steps, tmp, stream)
             slice1(tmp, [0] * out.ndim, [1] * out.ndim, out, stream)
             return
-        src, sbase, sstr = flat(x)
-        dst, dbase, dstr = flat(out)
-        geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
-        ndim = geom.shape[1]
-        inner = int(geom[0, ndim - 1])
-        threads = config.CUDA_THREADS
-        tx = min(threads, 32 * -(-inner // 32))
-        ty = max(1, threads // tx)
-        seg = tx * config.CUDA_SLICE_ITEMS
-        nseg = -(-inner // seg)
-        rows = 1
-        for n in geom[0, :ndim - 1]:
-            rows *= int(n)
-        nrows = config.CUDA_SLICE_ROWS
-        ntiles = -(-rows // nrows) * nseg
-        blocks = min(-(-ntiles // ty), 1 << 22)
-        g = _geometry(K.pack_params((geom[0], geom[1], geom[2]),
-                                    (sbase + off, dbase, ndim, seg, nseg, rows, nrows, ntiles)),
-                      s, _where(s))
-        K.launch(K.kernel("slice", 8 * x.itemsize), blocks, (tx, ty), s, (_arg(src), _arg(dst), g))
+        key = ("slice", x.shape, x.strides, x.itemsize, out.shape, out.strides, starts, steps,
+               config.CUDA_THREADS, config.CUDA_SLICE_ITEMS, config.CUDA_SLICE_ROWS,
+               config.CUDA_SLICE_TILES)
+        slo, sspan, dlo, dspan, narrow, wide = _plan(
+            key, lambda: _slice_plan(x, starts, steps, out))
+        sp, dp = x.ptr + slo, out.ptr + dlo
+        how = wide if wide is not None and not (sp | dp) & 7 else narrow
+        bits, blocks, block, rows, scalars = how
+        where = _where(s)
+        g = _geometry(rows, scalars, s, where)
+        K.launch(K.kernel("slice", bits), blocks, block, s,
+                 (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g),
+                 where[0])
+
+
+def _nonzero_plan(x, width, count, coords):
+    """``(src low, span, rows, scalars, ntiles, threads, mask, count low, out low, out span)``."""
+    slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
+    clo, _, cbase, _ = extent(count.shape, count.strides, count.itemsize)
+    if width:
+        olo, ospan, obase, ostr = extent(coords.shape, coords.strides, coords.itemsize)
+        rs, cs = ostr[-2], ostr[-1]
+    else:  # no coordinates to write: the count's memory stands in
+        olo, ospan, obase, rs, cs = clo, 1, cbase, 0, 0
+    mask = int(nonzero_mask(x.dtype))
+    if mask >= 1 << 63 and not K.SIM:  # launch arguments are signed 64-bit: the same bits
+        mask -= 1 << 64
+    threads = config.CUDA_THREADS
+    # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
+    # GPU, few enough that looking back stays short), each lane taking 4 to
+    # CUDA_NONZERO_ITEMS steps, in multiples of 4 (the kernel's four-step path).
+    items = min(config.CUDA_NONZERO_ITEMS, K.MAX_MASKS // (threads // 32))
+    items = max(min(4, items),
+                min(items, x.size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4))
+    ntiles = -(-x.size // (threads * items))
+    rows = (x.shape, sstr)
+    scalars = (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase)
+    return slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan
 
 
 def nonzero(x, width, count, coords, stream):
     s = stream_of(stream)
     with _context(x):
         x = _materialize(x, s)
-        cnt, cbase, _ = flat(count)
         if x.size == 0:
-            zero = np.zeros(1, uint_of_size(count.itemsize))
+            cp, span, cbase, _ = flat(count)
+            f = _Flat(count.obj, cp, span, uint_of_size(count.itemsize))
             if K.SIM:
-                _arg(cnt)[cbase] = 0
+                _arg(f)[cbase] = 0
             else:
-                cuda.as_cuda_array(cnt)[cbase:cbase + 1].copy_to_device(zero, stream=s)
+                zero = np.zeros(1, uint_of_size(count.itemsize))
+                cuda.as_cuda_array(f)[cbase:cbase + 1].copy_to_device(zero, stream=s)
             return
-        src, sbase, sstr = flat(x)
-        if width:
-            out, obase, ostr = flat(coords)
-            rs, cs = ostr[-2], ostr[-1]
-        else:
-            out, obase, rs, cs = cnt, cbase, 0, 0
-        mask = _masks.get(x.dtype)
-        if mask is None:
-            mask = _masks[x.dtype] = uint_of_size(x.itemsize).type(nonzero_mask(x.dtype))
-        threads = config.CUDA_THREADS
-        # About 256 tiles where the input allows (enough to fill the GPU, few enough
-        # that looking back stays short), each lane taking 4 to CUDA_NONZERO_ITEMS
-        # steps, in multiples of 4 (the kernel's four-step path).
-        items = min(config.CUDA_NONZERO_ITEMS, K.MAX_MASKS // (threads // 32))
-        items = max(min(4, items), min(items, x.size // (threads * 256) // 4 * 4))
-        ntiles = -(-x.size // (threads * items))
+        if x.size >> K.VALUE_BITS:
+            raise ValueError(f"nonzero_coordinates(): input has {x.size} elements; the CUDA "
+                             f"target counts at most 2**{K.VALUE_BITS} - 1")
+        key = ("nonzero", x.shape, x.strides, x.dtype, width, count.shape, count.strides,
+               count.itemsize, coords.shape, coords.strides, config.CUDA_THREADS,
+               config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_TILES)
+        slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan = _plan(
+            key, lambda: _nonzero_plan(x, width, count, coords))
         where = _where(s)
-        status = _zeroed_scratch(ntiles + 1, s, where)
-        g = _geometry(K.pack_params((x.shape, sstr),
-                                    (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase)),
-                      s, where)
-        K.launch(K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize), ntiles, threads, s,
-                 (_arg(src), mask, g, status, _arg(out), _arg(cnt)))
+        g = _geometry(rows, scalars, s, where)
+        k = K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
+        out = coords if width else count
+        src_arg = _flat_arg(x, x.ptr + slo, sspan)
+        out_arg = _flat_arg(out, out.ptr + olo, ospan)
+        cnt_arg = _flat_arg(count, count.ptr + clo, 1)
+        with _lock:
+            sc, epoch, base = _reserve(ntiles, s, where)
+            status = sc.buf if K.SIM else K.array_arg(sc.ptr, sc.words, 8)
+            if K.SIM:
+                args = (src_arg, mask, g, status, out_arg, cnt_arg, epoch, base)
+            else:
+                args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base)
+            K.launch(k, ntiles, threads, s, args, where[0])
 
 
 def read_count(count, stream):
@@ -333,6 +509,6 @@ def to_host(obj):
     v = _view_of(obj)
     if v.size == 0:
         return np.empty(v.shape, v.dtype)
-    f, base, _ = flat(v)
-    buf = _device_array(f).copy_to_host().view(v.dtype)
+    p, span, base, _ = flat(v)
+    buf = _device_array(_Flat(obj, p, span, uint_of_size(v.itemsize))).copy_to_host().view(v.dtype)
     return np.lib.stride_tricks.as_strided(buf[base:], v.shape, v.strides)
