@@ -18,6 +18,7 @@ import numpy as np
 from numba import config as _nbconfig
 from numba import cuda, int64, uint32, uint64
 
+from . import config
 from . import indexmath as _im
 
 SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
@@ -190,8 +191,8 @@ def _nonzero_tiles(src, mask, geom, status, out, count, epoch, tile_base):
     count_pos = geom[k + 8]
     warp_rows = cuda.shared.array(33, int64)
     tile_info = cuda.shared.array(2, int64)
-    look = cuda.shared.array(4, int64)
-    window = cuda.shared.array(32, uint64)
+    look = cuda.shared.array(5, int64)
+    wsum = cuda.shared.array(32, int64)
     masks = cuda.shared.array(MAX_MASKS, uint32)
     scratch = cuda.shared.array(BALLOT_SCRATCH, uint32)
     coords = cuda.local.array(MAXD, int64)
@@ -301,17 +302,20 @@ def _nonzero_tiles(src, mask, geom, status, out, count, epoch, tile_base):
         warp_rows[warp] = n
     cuda.syncthreads()
 
-    # Scan the warps, publish this tile's count, then look back 32 tiles at a time:
-    # lane i of warp 0 reads the status of tile (p - i); shared-memory atomics find
-    # the window's first non-aggregate and add up the window to the nearest
-    # inclusive prefix.  The loop is block-uniform (its
-    # state lives in shared memory), so every thread meets the same barriers.
+    # Scan the warps, publish this tile's count, then look back a block's width of
+    # tiles at a time: thread i reads the status of tile (p - i); shared-memory
+    # atomics find the window's first non-aggregate and add up the window to the
+    # nearest inclusive prefix (per warp, then across warps).  The loop is
+    # block-uniform (its state lives in shared memory), so every thread meets the
+    # same barriers.
+    nthreads = cuda.blockDim.x
     if tid == 0:
         acc = int64(0)
         for w in range(nwarps):
             c = warp_rows[w]
             warp_rows[w] = acc
             acc += c
+            wsum[w] = 0
         warp_rows[32] = acc
         if tile == 0:
             cuda.atomic.exch(status, 1, PREFIX_BITS | tag | uint64(acc))
@@ -320,32 +324,34 @@ def _nonzero_tiles(src, mask, geom, status, out, count, epoch, tile_base):
         look[0] = 0            # exclusive prefix so far
         look[1] = tile - 1     # newest tile of the next window
         look[2] = 1 if tile == 0 else 0  # done
-        look[3] = 32           # first lane of a window that is not an aggregate
+        look[3] = nthreads     # first thread of a window whose tile is not an aggregate
     cuda.syncthreads()
     while look[2] == 0:
-        if tid < 32:
-            q = look[1] - tid
-            word = PREFIX_BITS  # before tile 0: an inclusive prefix of 0
-            if q >= 0:
-                word = cuda.atomic.add(status, q + 1, uint64(0))
-                if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
-                    word = uint64(0)  # another call's word: not ready
-            window[tid] = word
-            if (word >> FLAG_SHIFT) != AGGREGATE:  # the first such lane ends the window
-                cuda.atomic.min(look, 3, int64(tid))
+        q = look[1] - tid
+        word = PREFIX_BITS  # before tile 0: an inclusive prefix of 0
+        if q >= 0:
+            word = cuda.atomic.add(status, q + 1, uint64(0))
+            if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
+                word = uint64(0)  # another call's word: not ready
+        flag = word >> FLAG_SHIFT
+        if flag != AGGREGATE:  # the first such thread ends the window
+            cuda.atomic.min(look, 3, int64(tid))
         cuda.syncthreads()
         stop = look[3]
-        if tid < 32:
-            word = window[tid]
-            if tid < stop or (tid == stop and (word >> FLAG_SHIFT) == PREFIX):
-                cuda.atomic.add(look, 0, int64(word & VALUE_MASK))
+        if tid < stop or (tid == stop and flag == PREFIX):
+            cuda.atomic.add(wsum, warp, int64(word & VALUE_MASK))
+        if tid == stop:
+            look[4] = 1 if flag == PREFIX else 0
         cuda.syncthreads()
         if tid == 0:
-            if stop < 32 and (window[stop] >> FLAG_SHIFT) == PREFIX:
+            for w in range(nwarps):
+                look[0] += wsum[w]
+                wsum[w] = 0
+            if stop < nthreads and look[4] == 1:
                 look[2] = 1
             else:
                 look[1] -= stop  # past the aggregates; a tile not ready is read again
-            look[3] = 32
+            look[3] = nthreads
         cuda.syncthreads()
     if tid == 0:
         excl = look[0]
@@ -407,7 +413,6 @@ def kernel(name, src_bits, out_bits=0):
     On a GPU: compiled for raw device pointers (``CPointer`` arguments), so that a
     launch passes plain integers; launched by :func:`launch`.  Under the simulator:
     the same Python function as an ordinary kernel over arrays."""
-    from . import config
     regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
     key = (name, src_bits, out_bits, regs)
     k = _kernels.get(key)

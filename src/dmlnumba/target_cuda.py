@@ -16,6 +16,7 @@ from numba import cuda
 
 from . import config
 from . import kernels_cuda as K
+from .dispatch import _is_cuda_array
 from .layout import c_strides, extent, slice_geometry
 from .validation import nonzero_mask, uint_of_size
 
@@ -138,7 +139,6 @@ class _Flat:
 
 
 def is_array(a):
-    from .dispatch import _is_cuda_array
     return _is_cuda_array(a)
 
 
