@@ -9,7 +9,7 @@ import torch
 
 import dmlnumba
 from dmlnumba import config
-from dmlnumba.bench import _interleaved
+from dmlnumba.bench import _interleaved, gpu_nonzero_case
 
 sync = torch.cuda.synchronize
 print("device:", torch.cuda.get_device_name(), flush=True)
@@ -23,13 +23,7 @@ tiles = [int(v) for v in sys.argv[1:]] or [256, 1024, 2048, 4096]
 SLICE_CONFIGS = [(4, 4096), (4, 16384), (8, 4096), (8, 16384), (8, 65536), (16, 16384)]
 for k in ((20, 24, 28) if "SKIP_NONZERO" not in __import__("os").environ else ()):
     for d in (0.01, 0.5, 0.99):
-        n = 1 << k
-        xc = cp.random.standard_normal(n, dtype=cp.float32)
-        xc[cp.random.random(n, dtype=cp.float32) >= d] = 0
-        xt = torch.as_tensor(xc, device="cuda")
-        cnt = cp.empty(1, cp.uint32)
-        crd = cp.empty((n, 1), cp.uint32)
-        nnz = int(cp.count_nonzero(xc))
+        xc, xt, cnt, crd, nnz = gpu_nonzero_case(1 << k, d)
         fns = {"torch": lambda: torch.nonzero(xt)}
         for tl in tiles:
             def f(tl=tl):

@@ -111,6 +111,19 @@ def cpu_cases(quick=False):
     return {"copy_bandwidth_Bps": bw, "rows": rows}
 
 
+def gpu_nonzero_case(n, density):
+    """A 1-d float32 CuPy input of ``n`` elements, ``density`` of them non-zero, with
+    the same memory as a PyTorch tensor, preallocated dmlnumba outputs, and its
+    number of non-zeros: ``(x_cupy, x_torch, count, coordinates, nnz)``."""
+    import cupy as cp
+    import torch
+    xc = cp.random.standard_normal(n, dtype=cp.float32)
+    xc[cp.random.random(n, dtype=cp.float32) >= density] = 0
+    xt = torch.as_tensor(xc, device="cuda")
+    return (xc, xt, cp.empty(1, cp.uint32), cp.empty((n, 1), cp.uint32),
+            int(cp.count_nonzero(xc)))
+
+
 def gpu_cases(quick=False, only=None):
     import cupy as cp
     import torch
@@ -128,13 +141,7 @@ def gpu_cases(quick=False, only=None):
     sizes = (20, 24) if quick else (20, 24, 28)
     for k in (sizes if only in (None, "nonzero") else ()):
         for d in (0.01, 0.5, 0.99):
-            n = 1 << k
-            xc = cp.random.standard_normal(n, dtype=cp.float32)
-            xc[cp.random.random(n, dtype=cp.float32) >= d] = 0
-            xt = torch.as_tensor(xc, device="cuda")
-            cnt = cp.empty(1, cp.uint32)
-            crd = cp.empty((n, 1), cp.uint32)
-            nnz = int(cp.count_nonzero(xc))
+            xc, xt, cnt, crd, nnz = gpu_nonzero_case(1 << k, d)
             med = _interleaved({
                 "dmlnumba": lambda: dmlnumba.nonzero_coordinates(xc, out_count=cnt,
                                                                  out_coordinates=crd),

@@ -240,6 +240,26 @@ def _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width
     return row
 
 
+@_inline
+def _count_block(src, sb, mask, shape, strides, ndim, b, block, total, contiguous):
+    """Non-zero elements of block ``b`` (elements ``[b*block, (b+1)*block)``)."""
+    lo, hi = block_bounds(b, block, total)
+    if contiguous:
+        return _count_row(src, sb + lo, 1, hi - lo, mask)
+    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
+
+
+@_inline
+def _write_block(src, sb, mask, shape, strides, ndim, lo, hi, out, ob, rs, cs, width, row,
+                 row_end, contiguous):
+    """:func:`_write_range_flat` for a C-contiguous input, else :func:`_write_range`."""
+    if contiguous:
+        return _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width,
+                                 row, row_end)
+    return _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, ob, rs, cs, width,
+                        row, row_end)
+
+
 @njit(parallel=True, cache=True)
 def nonzero(src, src_base, mask, geom, block, out, out_base, rs, cs, width,
             count, count_pos, parallel, contiguous):
@@ -260,48 +280,29 @@ def nonzero(src, src_base, mask, geom, block, out, out_base, rs, cs, width,
     if nblocks == 1:
         # One block: no scan needed, so no counting pass either; the write pass
         # (bounded by the worst case, ``total`` rows) ends on the count.
-        if contiguous:
-            n = _write_range_flat(src, src_base, mask, shape, ndim, 0, total,
-                                  out, out_base, rs, cs, width, 0, total)
-        else:
-            n = _write_range(src, src_base, mask, shape, strides, ndim, 0, total,
-                             out, out_base, rs, cs, width, 0, total)
-        count[count_pos] = n
+        count[count_pos] = _write_block(src, src_base, mask, shape, strides, ndim, 0, total,
+                                        out, out_base, rs, cs, width, 0, total, contiguous)
         return
     rows = np.empty(nblocks + 1, np.int64)
-    if parallel and nblocks > 1:
+    if parallel:
         for b in prange(nblocks):
-            lo, hi = block_bounds(b, block, total)
-            if contiguous:
-                rows[b + 1] = _count_row(src, src_base + lo, 1, hi - lo, mask)
-            else:
-                rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
+            rows[b + 1] = _count_block(src, src_base, mask, shape, strides, ndim, b, block,
+                                       total, contiguous)
     else:
         for b in range(nblocks):
-            lo, hi = block_bounds(b, block, total)
-            if contiguous:
-                rows[b + 1] = _count_row(src, src_base + lo, 1, hi - lo, mask)
-            else:
-                rows[b + 1] = _count_range(src, src_base, mask, shape, strides, ndim, lo, hi)
+            rows[b + 1] = _count_block(src, src_base, mask, shape, strides, ndim, b, block,
+                                       total, contiguous)
     rows[0] = 0
     for b in range(nblocks):
         rows[b + 1] += rows[b]
-    if parallel and nblocks > 1:
+    if parallel:
         for b in prange(nblocks):
             lo, hi = block_bounds(b, block, total)
-            if contiguous:
-                _write_range_flat(src, src_base, mask, shape, ndim, lo, hi,
-                                  out, out_base, rs, cs, width, rows[b], rows[b + 1])
-            else:
-                _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
-                             out, out_base, rs, cs, width, rows[b], rows[b + 1])
+            _write_block(src, src_base, mask, shape, strides, ndim, lo, hi,
+                         out, out_base, rs, cs, width, rows[b], rows[b + 1], contiguous)
     else:
         for b in range(nblocks):
             lo, hi = block_bounds(b, block, total)
-            if contiguous:
-                _write_range_flat(src, src_base, mask, shape, ndim, lo, hi,
-                                  out, out_base, rs, cs, width, rows[b], rows[b + 1])
-            else:
-                _write_range(src, src_base, mask, shape, strides, ndim, lo, hi,
-                             out, out_base, rs, cs, width, rows[b], rows[b + 1])
+            _write_block(src, src_base, mask, shape, strides, ndim, lo, hi,
+                         out, out_base, rs, cs, width, rows[b], rows[b + 1], contiguous)
     count[count_pos] = rows[nblocks]

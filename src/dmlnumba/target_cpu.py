@@ -122,6 +122,14 @@ def slice1(x, starts, steps, out, stream=None, fresh=False):
                          out.size >= config.CPU_PARALLEL_MIN)
 
 
+def _mask(dtype):
+    """:func:`nonzero_mask` as a scalar of the kernels' unsigned type for ``dtype``."""
+    m = _masks.get(dtype)
+    if m is None:
+        m = _masks[dtype] = uint_of_size(dtype.itemsize).type(nonzero_mask(dtype))
+    return m
+
+
 @functools.lru_cache(maxsize=1024)
 def _nonzero_geometry(shape, strides):
     g = np.array([shape, strides], np.int64)
@@ -138,7 +146,7 @@ def nonzero_runner(x, width, dtype):
     if n == 0:
         return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
     _, sbase, sstr = flat(x, False)
-    mask = uint_of_size(x.itemsize).type(nonzero_mask(x.dtype))
+    mask = _mask(x.dtype)
     geom = _nonzero_geometry(x.shape, sstr)
     contiguous = bool(x.flags.c_contiguous)
     view = u != dtype
@@ -168,9 +176,7 @@ def nonzero(x, width, count, coords, stream=None):
         rs, cs = ostr[-2], ostr[-1]
     else:
         out, obase, rs, cs = cnt, cbase, 0, 0
-    mask = _masks.get(x.dtype)
-    if mask is None:
-        mask = _masks[x.dtype] = src.dtype.type(nonzero_mask(x.dtype))
+    mask = _mask(x.dtype)
     geom = _nonzero_geometry(x.shape, sstr)
     kernels().nonzero(src, sbase, mask, geom, config.CPU_NONZERO_BLOCK, out, obase, rs, cs,
                       width, cnt, cbase, x.size >= config.CPU_PARALLEL_MIN,

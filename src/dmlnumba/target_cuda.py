@@ -138,8 +138,7 @@ class _Flat:
                                          "data": (ptr, False), "version": 3, "stream": None}
 
 
-def is_array(a):
-    return _is_cuda_array(a)
+is_array = _is_cuda_array
 
 
 def _arg(f):
@@ -481,11 +480,8 @@ def nonzero(x, width, count, coords, stream):
         cnt_arg = _flat_arg(count, count.ptr + clo, 1)
         with _lock:
             sc, epoch, base = _reserve(ntiles, s, where)
-            status = sc.buf if K.SIM else K.array_arg(sc.ptr, sc.words, 8)
-            if K.SIM:
-                args = (src_arg, mask, g, status, out_arg, cnt_arg, epoch, base)
-            else:
-                args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base)
+            status = (sc.buf,) if K.SIM else K.array_arg(sc.ptr, sc.words, 8)
+            args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base)
             K.launch(k, ntiles, threads, s, args, where[0])
 
 
