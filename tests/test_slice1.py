@@ -168,3 +168,35 @@ def test_contiguous_rows_copied_as_words(device, dtype, shift):
     out = view_of(buf) if device == "cpu" else _device_view(dbuf, view_of, buf)
     dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx), out=out, device=device)
     np.testing.assert_array_equal(to_host(dbuf)[shift:].reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
+@pytest.mark.parametrize("step", [1, 2, 3, 4, -1, -3, 5, 17, -70])
+@pytest.mark.parametrize("strided_out", [False, True])
+def test_long_strided_rows(device, dtype, step, strided_out):
+    """Rows longer than the short-row cut-off, at every inner step the CPU copies
+    with a vectorized constant-stride loop (2, 3, 4, -1) and at others, into
+    contiguous and strided outputs; the source rows are far apart, so the CPU
+    prefetches rows ahead, element by element where the step spans a cache line."""
+    n = 40
+    x = (np.arange(3 * 11 * (n * abs(step) + 3)) % 253).astype(dtype)
+    x = x.reshape(3, 11, n * abs(step) + 3)
+    start = 1 if step > 0 else x.shape[2] - 2
+    idx = np.s_[::-1, 1::2, start:start + n * step:step]
+    want = x[idx]
+    assert want.shape == (3, 5, n)
+    w = dmlnumba.window(x.shape, idx)
+    if strided_out:
+        buf = np.zeros(want.shape[:2] + (2 * n,), dtype)
+        out = buf[..., ::2] if device == "cpu" else to_device(buf, device)[..., ::2]
+    else:
+        out = to_device(np.zeros(want.shape, dtype), device)
+    dmlnumba.slice1(to_device(x, device), *w, out=out, device=device)
+    np.testing.assert_array_equal(to_host(out), want)
+
+
+def test_rows_too_wide_to_prefetch():
+    x = np.random.default_rng(2).standard_normal((2, 9, 3000))
+    idx = np.s_[:, ::-2, ::-1]
+    np.testing.assert_array_equal(dmlnumba.slice1(x, *dmlnumba.window(x.shape, idx)), x[idx])
