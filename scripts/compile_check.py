@@ -22,6 +22,6 @@ from dmlnumba import kernels_cuda as K  # noqa: E402
 for name in ("slice", "nonzero"):
     for sb in (8, 16, 32, 64):
         for ob in ((0,) if name == "slice" else (32, 64)):
-            fn = K._slice_copy if name == "slice" else K._nonzero_tiles
+            fn = K._slice_copy if name == "slice" else K.make_nonzero(128 // sb)
             ptx, _ = cuda.compile_ptx(fn, K._signature(name, sb, ob), cc=(9, 0))
             print(f"{name:8s} src {sb:2d} bits, out {ob:2d} bits: ok ({len(ptx)} chars of PTX)")

@@ -1,6 +1,11 @@
-"""Tuning sweep on a GPU: nonzero against torch.nonzero for several tile counts
-(``CUDA_NONZERO_TILES``), and slice1's large window with and without 8-byte
-words.  ``python3 scripts/tune_gpu.py [tiles ...]``; prints medians and ratios."""
+"""Tuning sweep on a GPU: nonzero against torch.nonzero for several settings of
+``config.CUDA_NONZERO_*`` (each argument one variant, ``"NAME=V,NAME=V"``, e.g.
+``VECTOR=0`` or ``TILES=1024``; default ``VECTOR=1 VECTOR=0``), and slice1's large
+window for several settings.  ``python3 scripts/tune_gpu.py [variant ...]``;
+``SKIP_NONZERO=1`` and ``SKIP_SLICE=1`` leave a part out.  Prints medians, ratios
+and percent of the copy roofline.  A register cap (``DMLNUMBA_CUDA_NONZERO_MAX_REGISTERS``)
+needs its own ``NUMBA_CACHE_DIR``: the disk cache does not key on it."""
+import os
 import sys
 
 import cupy as cp
@@ -19,27 +24,48 @@ t = _interleaved({"copy": lambda: b.__setitem__(Ellipsis, a)}, 10, sync)["copy"]
 bw = 2 * a.nbytes / t
 print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
 del a, b
-tiles = [int(v) for v in sys.argv[1:]] or [256, 1024, 2048, 4096]
+# Variants: "NAME=V,NAME=V" settings of config.CUDA_NONZERO_<NAME>, e.g. "TILES=1024"
+# or "VECTOR=0"; each is applied before its calls (plans are keyed by them).
+variants = sys.argv[1:] or ["VECTOR=1", "VECTOR=0"]
 SLICE_CONFIGS = [(4, 4096), (4, 16384), (8, 4096), (8, 16384), (8, 65536), (16, 16384)]
-for k in ((20, 24, 28) if "SKIP_NONZERO" not in __import__("os").environ else ()):
+defaults = {n: getattr(config, n) for n in dir(config) if n.startswith("CUDA_NONZERO_")}
+
+
+def settings(spec):
+    out = dict(defaults)
+    for kv in filter(None, spec.split(",")):
+        k, v = kv.split("=")
+        out["CUDA_NONZERO_" + k] = int(v)
+    return out
+
+
+for k in ((20, 24, 28) if "SKIP_NONZERO" not in os.environ else ()):
     for d in (0.01, 0.5, 0.99):
         xc, xt, cnt, crd, nnz = gpu_nonzero_case(1 << k, d)
         fns = {"torch": lambda: torch.nonzero(xt)}
-        for tl in tiles:
-            def f(tl=tl):
-                config.CUDA_NONZERO_TILES = tl
+        for spec in variants:
+            def f(sets=settings(spec)):
+                for n, v in sets.items():
+                    setattr(config, n, v)
                 dmlnumba.nonzero_coordinates(xc, out_count=cnt, out_coordinates=crd)
-            fns[f"tiles={tl}"] = f
+            fns[spec] = f
         med = _interleaved(fns, 15, sync)
-        assert int(cnt.get()[0]) == nnz
+        for spec in variants:  # every variant's answer, not just the last one's
+            crd.fill(0)
+            fns[spec]()
+            assert int(cnt.get()[0]) == nnz
+            assert bool((crd[:nnz, 0] == cp.flatnonzero(xc)).all())
         line = "  ".join(f"{name} {v * 1e3:.3f} ms ({med['torch'] / v:.2f}x, "
                          f"{100 * (xc.nbytes + nnz * 4) / bw / v:.0f}%)"
                          for name, v in med.items() if name != "torch")
         print(f"nonzero 2**{k} {d:.0%}: torch {med['torch'] * 1e3:.3f} ms | {line}", flush=True)
         del xc, xt, crd
+for n, v in defaults.items():
+    setattr(config, n, v)
 
-for shape, idx in [((8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :]),
-                   ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3])]:
+SLICE_CASES = [((8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :]),
+               ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3])]
+for shape, idx in ([] if "SKIP_SLICE" in os.environ else SLICE_CASES):
     xc = cp.random.standard_normal(shape, dtype=cp.float32)
     w = dmlnumba.window(shape, idx)
     out = cp.empty(w[3], cp.float32)

@@ -82,3 +82,12 @@ def to_host(a):
         from dmlnumba import target_cuda
         return np.ascontiguousarray(target_cuda.to_host(a))
     return np.asarray(a)
+
+
+def device_view(dbuf, view_of, buf):
+    """The device counterpart of ``view_of(buf)`` over ``dbuf`` (``to_device(buf)``
+    of a C-contiguous ``buf``): a CAI view with the same offset and strides."""
+    v = view_of(buf)
+    ptr0 = dbuf.__cuda_array_interface__["data"][0]
+    delta = v.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
+    return ForeignCudaArray(dbuf, ptr0 + delta, v.shape, v.strides, v.dtype)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import dmlnumba
 from conftest import tiny_blocks
-from devices import DEVICES, needs_real_gpu, skip_on_cudasim, to_device, to_host
+from devices import DEVICES, device_view, needs_real_gpu, skip_on_cudasim, to_device, to_host
 from strategies import NONZERO_DTYPES, arrays, check_written, fill, odd_out
 from dmlnumba.validation import effective_rank
 
@@ -74,8 +74,8 @@ def test_outputs_with_odd_strides_and_padded_shapes(device, data):
     cbefore, nbefore = cbuf.copy(), nbuf.copy()
     want = _expected(x, width)
     dc, dn = to_device(cbuf, device), to_device(nbuf, device)
-    oc = cview(cbuf) if device == "cpu" else _device_view(dc, cview, cbuf)
-    on = nview(nbuf) if device == "cpu" else _device_view(dn, nview, nbuf)
+    oc = cview(cbuf) if device == "cpu" else device_view(dc, cview, cbuf)
+    on = nview(nbuf) if device == "cpu" else device_view(dn, nview, nbuf)
     ctx = tiny_blocks() if data.draw(st.booleans()) else contextlib.nullcontext()
     with ctx:
         count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), width, dtype=dtype,
@@ -94,11 +94,6 @@ def test_outputs_with_odd_strides_and_padded_shapes(device, data):
     mask = np.zeros(cbuf.shape, bool)
     cview(mask)[...] = True
     np.testing.assert_array_equal(after[~mask], cbefore[~mask])
-
-
-def _device_view(dbuf, view_of, buf):
-    from test_slice1 import _device_view as dv
-    return dv(dbuf, view_of, buf)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -128,11 +123,15 @@ def test_large_multiblock(device, density):
 @pytest.mark.parametrize("shape,dtype", [((1 << 21,), np.float32), ((3500, 601), np.int8),
                                          ((700, 3001), np.float16)])
 @pytest.mark.parametrize("density", [0.01, 0.5, 0.99])
-def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density):
-    """Inputs big enough that each GPU lane takes many steps: the eight- and four-step
-    paths, and rows that wrap inside them (601 and 3001 are not multiples of 32)."""
+@pytest.mark.parametrize("reverse", [False, True])
+def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density, reverse):
+    """Inputs big enough that each GPU lane takes many steps: 16-byte loads four at
+    a time (contiguous inputs), or the eight- and four-step paths (a reversed view),
+    with rows that wrap inside them (601 and 3001 are not multiples of 32)."""
     rng = np.random.default_rng(11)
     x = fill(rng, dtype, int(np.prod(shape)), density).reshape(shape)
+    if reverse:
+        x = x[..., ::-1]
     count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
     want = np.argwhere(x)
     n = int(to_host(count)[0])
@@ -213,3 +212,28 @@ def test_long_rows(device, small):
         n = int(to_host(count)[0])
         assert n == len(want)
         np.testing.assert_array_equal(to_host(coords)[:n], want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shift", [0, 1])
+def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatch):
+    """A C-contiguous input whose first element is 16-byte aligned is counted from
+    16-byte loads on the GPU (four in flight, then one at a time, then element by
+    element, with a partial vector at the end); one moved by an element (``shift``)
+    is not aligned and is read element by element."""
+    from dmlnumba import config
+    monkeypatch.setattr(config, "CUDA_THREADS", 32)
+    monkeypatch.setattr(config, "CUDA_NONZERO_ITEMS", 72)
+    monkeypatch.setattr(config, "CUDA_NONZERO_TILES", 1)  # 72 steps a lane, not fewer
+    rng = np.random.default_rng(5)
+    n = 32 * 72 + 45  # a full tile, then a partial one
+    buf = fill(rng, dtype, n + 1, 0.3)
+    def view_of(b):
+        return b[shift:shift + n].reshape(-1, 3)
+    x = view_of(buf)
+    dx = x if device == "cpu" else device_view(to_device(buf, device), view_of, buf)
+    count, coords = dmlnumba.nonzero_coordinates(dx, device=device)
+    want = np.argwhere(x)
+    assert int(to_host(count)[0]) == len(want)
+    np.testing.assert_array_equal(to_host(coords)[:len(want)], want)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import dmlnumba
 from conftest import tiny_blocks
-from devices import DEVICES, skip_on_cudasim, to_device, to_host
+from devices import DEVICES, device_view, skip_on_cudasim, to_device, to_host
 from strategies import (arrays, bits, check_written, odd_out, slice1_reference, windows)
 
 SPEC_INPUT = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
@@ -67,19 +67,10 @@ def test_out_with_odd_strides(device, data):
     buf, view_of = odd_out(rng, want.shape, x.dtype, kind)
     before = buf.copy()
     dbuf = to_device(buf, device)
-    out = view_of(buf) if device == "cpu" else _device_view(dbuf, view_of, buf)
+    out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
     res = _run(x, params, device, data.draw(st.booleans()), out=out)
     assert res is out
     check_written(before, to_host(dbuf), view_of, want)
-
-
-def _device_view(dbuf, view_of, buf):
-    """The device counterpart of ``view_of(buf)`` over device buffer ``dbuf``."""
-    from devices import ForeignCudaArray
-    v = view_of(buf)
-    ptr0 = dbuf.__cuda_array_interface__["data"][0]
-    delta = v.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
-    return ForeignCudaArray(dbuf, ptr0 + delta, v.shape, v.strides, v.dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -165,7 +156,7 @@ def test_contiguous_rows_copied_as_words(device, dtype, shift):
 
     def view_of(b):
         return b[shift:].reshape(want.shape)
-    out = view_of(buf) if device == "cpu" else _device_view(dbuf, view_of, buf)
+    out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
     dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx), out=out, device=device)
     np.testing.assert_array_equal(to_host(dbuf)[shift:].reshape(want.shape), want)
 
@@ -189,7 +180,8 @@ def test_long_strided_rows(device, dtype, step, strided_out):
     w = dmlnumba.window(x.shape, idx)
     if strided_out:
         buf = np.zeros(want.shape[:2] + (2 * n,), dtype)
-        out = buf[..., ::2] if device == "cpu" else to_device(buf, device)[..., ::2]
+        out = buf[..., ::2] if device == "cpu" else device_view(
+            to_device(buf, device), lambda b: b[..., ::2], buf)
     else:
         out = to_device(np.zeros(want.shape, dtype), device)
     dmlnumba.slice1(to_device(x, device), *w, out=out, device=device)

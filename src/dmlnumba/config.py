@@ -33,6 +33,10 @@ CUDA_NONZERO_TILES = 256
 #: registers, more resident blocks, more loads in flight.
 CUDA_NONZERO_MAX_REGISTERS = 40
 
+#: CUDA nonzero: 1 to read C-contiguous, 16-byte aligned inputs 16 bytes a lane
+#: at a time in the count pass (0: element by element, for comparison).
+CUDA_NONZERO_VECTOR = 1
+
 #: CUDA slice1: output elements each thread copies (8: eight loads in flight;
 #: 0.63 ms against 0.74 ms with 4 on the large benchmark window, H200).
 CUDA_SLICE_ITEMS = 8

@@ -78,6 +78,45 @@ else:
         return cuda.all_sync(FULL, flag)
 
 
+#: Device functions made inside a kernel factory (compiled into the kernel,
+#: which is what the disk cache keeps).
+_device_nc = cuda.jit(device=True)
+
+if SIM:
+    def load16(src, i):
+        """16 bytes from element ``i`` on: two little-endian 64-bit words."""
+        w = src.itemsize
+        a = b = 0
+        for j in range(16 // w):
+            v = int(src[i + j]) << (8 * ((j * w) % 8))
+            if j * w < 8:
+                a |= v
+            else:
+                b |= v
+        return np.uint64(a), np.uint64(b)
+else:
+    from llvmlite import ir as _ir
+    from numba import types as _types
+    from numba.cuda.extending import intrinsic as _intrinsic
+
+    @_intrinsic
+    def load16(typingctx, ptr, idx):
+        """16 bytes from element ``idx`` of ``ptr`` on, in one vector load
+        (``ld.global.v2.u64``; the address must be 16-byte aligned): two
+        little-endian 64-bit words."""
+        sig = _types.UniTuple(_types.uint64, 2)(ptr, idx)
+
+        def codegen(context, builder, signature, args):
+            p, i = args
+            vty = _ir.VectorType(_ir.IntType(64), 2)
+            v = builder.load(builder.bitcast(builder.gep(p, [i]), vty.as_pointer()), align=16)
+            words = [builder.extract_element(v, _ir.Constant(_ir.IntType(32), k))
+                     for k in range(2)]
+            return context.make_tuple(builder, signature.return_type, words)
+
+        return sig, codegen
+
+
 # Slots of the scalars after the geometry rows in a parameter block.
 SLICE_SCALARS = 3 * MAXD   # src_base, dst_base, ndim, seg, nseg, rows, nrows, ntiles
 NZ_SCALARS = 2 * MAXD      # src_base, ndim, total, items, out_base, rs, cs, width, count_pos
@@ -167,218 +206,306 @@ def _slice_copy(src, dst, geom):
 MAX_MASKS = 2048
 
 
-def _nonzero_tiles(src, mask, geom, status, out, count, epoch, tile_base):
-    """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
-    consecutive elements, 32 at a time (lane i reads element i: coalesced).
+def make_nonzero(V):
+    """The nonzero kernel for inputs of ``16 // V``-byte elements.
 
-    The input is read once: the count pass keeps each step's warp ballot in
-    shared memory, and the write pass works from those masks.  The innermost
-    coordinate lives in a register; the odometer (with its divisions) runs only
-    when a row wraps.  ``status[0]`` is a tile counter that is never reset: this
-    call's tiles are its values ``tile_base``, ``tile_base + 1``, ...; then come
-    one look-back word per tile, tagged with ``epoch`` (words of other calls do
-    not count).  The block that takes the last tile writes the count.
+    ``V`` (elements in 16 bytes) is a compile-time constant of each kernel, so
+    the vector path's loops over element positions unroll into registers.
     """
-    k = NZ_SCALARS
-    src_base = geom[k]
-    ndim = geom[k + 1]
-    total = geom[k + 2]
-    items = geom[k + 3]
-    out_base = geom[k + 4]
-    rs = geom[k + 5]
-    cs = geom[k + 6]
-    width = geom[k + 7]
-    count_pos = geom[k + 8]
-    warp_rows = cuda.shared.array(33, int64)
-    tile_info = cuda.shared.array(2, int64)
-    look = cuda.shared.array(5, int64)
-    wsum = cuda.shared.array(32, int64)
-    masks = cuda.shared.array(MAX_MASKS, uint32)
-    scratch = cuda.shared.array(BALLOT_SCRATCH, uint32)
-    coords = cuda.local.array(MAXD, int64)
-    shape = cuda.local.array(MAXD, int64)
-    strides = cuda.local.array(MAXD, int64)
-    for d in range(ndim):
-        shape[d] = geom[d]
-        strides[d] = geom[MAXD + d]
-    tid = cuda.threadIdx.x
-    lane = tid & 31
-    warp = tid >> 5
-    nwarps = cuda.blockDim.x >> 5
-    ntiles = cuda.gridDim.x
-    tag = (uint64(epoch) & EPOCH_MASK) << EPOCH_SHIFT
-    if tid == 0:
-        tile_info[0] = int64(cuda.atomic.add(status, 0, uint64(1)) - uint64(tile_base))
-    cuda.syncthreads()
-    tile = int64(tile_info[0])
-    seg = 32 * items
-    e0 = tile * seg * nwarps + warp * seg + lane
-    lt = uint32((1 << lane) - 1)
-    last = ndim - 1
-    n_last = shape[last]
-    s_last = strides[last]
-    m0 = warp * items
+    W = 32 // V  # lanes whose elements make up one 32-element mask word
+    LOW = (1 << W) - 1
+    BITS = 128 // V  # bits an element
+    HALF = max(V // 2, 1)  # elements in 8 bytes
 
-    # Count this warp's non-zeros; keep the ballots.
-    unravel(e0, shape, ndim, coords)
-    off = src_base + offset(coords, strides, ndim)
-    c_last = coords[last]
-    e = e0
-    n = 0
-    it = 0
-    while it < items:
-        # Eight or four steps at once (as many loads in flight) where the whole
-        # warp is in range and no lane's row wraps within them: a warp vote
-        # (block-wide under the simulator, whose ballot is block-wide too).
-        if warp_all(it + 8 <= items and e + 224 < total and c_last + 224 < n_last):
-            # Eight steps at once where that holds for the whole warp.
-            v0 = src[off]
-            v1 = src[off + 32 * s_last]
-            v2 = src[off + 64 * s_last]
-            v3 = src[off + 96 * s_last]
-            v4 = src[off + 128 * s_last]
-            v5 = src[off + 160 * s_last]
-            v6 = src[off + 192 * s_last]
-            v7 = src[off + 224 * s_last]
-            b0 = uint32(ballot(is_nonzero(v0, mask), scratch, tid))
-            b1 = uint32(ballot(is_nonzero(v1, mask), scratch, tid))
-            b2 = uint32(ballot(is_nonzero(v2, mask), scratch, tid))
-            b3 = uint32(ballot(is_nonzero(v3, mask), scratch, tid))
-            b4 = uint32(ballot(is_nonzero(v4, mask), scratch, tid))
-            b5 = uint32(ballot(is_nonzero(v5, mask), scratch, tid))
-            b6 = uint32(ballot(is_nonzero(v6, mask), scratch, tid))
-            b7 = uint32(ballot(is_nonzero(v7, mask), scratch, tid))
-            if lane == 0:
-                masks[m0 + it] = b0
-                masks[m0 + it + 1] = b1
-                masks[m0 + it + 2] = b2
-                masks[m0 + it + 3] = b3
-                masks[m0 + it + 4] = b4
-                masks[m0 + it + 5] = b5
-                masks[m0 + it + 6] = b6
-                masks[m0 + it + 7] = b7
-            n += (cuda.popc(b0) + cuda.popc(b1) + cuda.popc(b2) + cuda.popc(b3)
-                  + cuda.popc(b4) + cuda.popc(b5) + cuda.popc(b6) + cuda.popc(b7))
-            it += 8
-            e += 256
-            c_last += 256
-            off += 256 * s_last
-        elif warp_all(it + 4 <= items and e + 96 < total and c_last + 96 < n_last):
-            v0 = src[off]
-            v1 = src[off + 32 * s_last]
-            v2 = src[off + 64 * s_last]
-            v3 = src[off + 96 * s_last]
-            b0 = uint32(ballot(is_nonzero(v0, mask), scratch, tid))
-            b1 = uint32(ballot(is_nonzero(v1, mask), scratch, tid))
-            b2 = uint32(ballot(is_nonzero(v2, mask), scratch, tid))
-            b3 = uint32(ballot(is_nonzero(v3, mask), scratch, tid))
-            if lane == 0:
-                masks[m0 + it] = b0
-                masks[m0 + it + 1] = b1
-                masks[m0 + it + 2] = b2
-                masks[m0 + it + 3] = b3
-            n += cuda.popc(b0) + cuda.popc(b1) + cuda.popc(b2) + cuda.popc(b3)
-            it += 4
-            e += 128
-            c_last += 128
-            off += 128 * s_last
+    @_device_nc
+    def spread(x):
+        """Move bit k of ``x`` (``W`` bits) to bit ``k * V``."""
+        if V == 2:
+            x = (x | (x << uint32(8))) & uint32(0x00FF00FF)
+            x = (x | (x << uint32(4))) & uint32(0x0F0F0F0F)
+            x = (x | (x << uint32(2))) & uint32(0x33333333)
+            x = (x | (x << uint32(1))) & uint32(0x55555555)
+        elif V == 4:
+            x = (x | (x << uint32(12))) & uint32(0x000F000F)
+            x = (x | (x << uint32(6))) & uint32(0x03030303)
+            x = (x | (x << uint32(3))) & uint32(0x11111111)
+        elif V == 8:
+            x = (x | (x << uint32(14))) & uint32(0x00030003)
+            x = (x | (x << uint32(7))) & uint32(0x01010101)
         else:
-            flag = False
-            if e < total:
-                flag = is_nonzero(src[off], mask)
-            b = uint32(ballot(flag, scratch, tid))
-            if lane == 0:
-                masks[m0 + it] = b
-            n += cuda.popc(b)
-            it += 1
-            e += 32
-            c_last += 32
-            off += 32 * s_last
-        if c_last >= n_last:  # a row wrapped: let the odometer carry from the last step
-            coords[last] = c_last - 32
-            off = advance(coords, shape, strides, ndim, 32, off - 32 * s_last)
-            c_last = coords[last]
-    if lane == 0:
-        warp_rows[warp] = n
-    cuda.syncthreads()
+            x = (x | (x << uint32(15))) & uint32(0x00010001)
+        return x
 
-    # Scan the warps, publish this tile's count, then look back a block's width of
-    # tiles at a time: thread i reads the status of tile (p - i); shared-memory
-    # atomics find the window's first non-aggregate and add up the window to the
-    # nearest inclusive prefix (per warp, then across warps).  The loop is
-    # block-uniform (its state lives in shared memory), so every thread meets the
-    # same barriers.
-    nthreads = cuda.blockDim.x
-    if tid == 0:
-        acc = int64(0)
-        for w in range(nwarps):
-            c = warp_rows[w]
-            warp_rows[w] = acc
-            acc += c
-            wsum[w] = 0
-        warp_rows[32] = acc
-        if tile == 0:
-            cuda.atomic.exch(status, 1, PREFIX_BITS | tag | uint64(acc))
-        else:
-            cuda.atomic.exch(status, tile + 1, AGGREGATE_BITS | tag | uint64(acc))
-        look[0] = 0            # exclusive prefix so far
-        look[1] = tile - 1     # newest tile of the next window
-        look[2] = 1 if tile == 0 else 0  # done
-        look[3] = nthreads     # first thread of a window whose tile is not an aggregate
-    cuda.syncthreads()
-    while look[2] == 0:
-        q = look[1] - tid
-        word = PREFIX_BITS  # before tile 0: an inclusive prefix of 0
-        if q >= 0:
-            word = cuda.atomic.add(status, q + 1, uint64(0))
-            if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
-                word = uint64(0)  # another call's word: not ready
-        flag = word >> FLAG_SHIFT
-        if flag != AGGREGATE:  # the first such thread ends the window
-            cuda.atomic.min(look, 3, int64(tid))
-        cuda.syncthreads()
-        stop = look[3]
-        if tid < stop or (tid == stop and flag == PREFIX):
-            cuda.atomic.add(wsum, warp, int64(word & VALUE_MASK))
-        if tid == stop:
-            look[4] = 1 if flag == PREFIX else 0
-        cuda.syncthreads()
+    @_device_nc
+    def vector_masks(a, b, mask, scratch, tid, sh, masks, pos):
+        """Ballot each of the ``V`` element positions of the lanes' 16 bytes
+        ``(a, b)``; lane ``q < V`` stores mask word ``pos + q`` (element order:
+        the elements of lanes ``q * W .. q * W + W - 1``).  Returns the count."""
+        n = 0
+        word = uint32(0)
+        for j in range(V):
+            h = a if j < HALF else b
+            m = uint32(ballot(is_nonzero(h >> uint64(BITS * (j % HALF)), mask), scratch, tid))
+            n += cuda.popc(m)
+            word |= spread((m >> sh) & uint32(LOW)) << uint32(j)
+        q = tid & 31
+        if q < V:
+            masks[pos + q] = word
+        return n
+
+    @_device_nc
+    def load_lane(src, base, ev, total):
+        """Elements ``ev .. ev + V - 1`` as 16 bytes (two little-endian words),
+        one vector load where all are in range, else element by element (zeros
+        past the end)."""
+        if ev + V <= total:
+            return load16(src, base + ev)
+        a = uint64(0)
+        b = uint64(0)
+        for j in range(V):
+            if ev + j < total:
+                v = uint64(src[base + ev + j])
+                if j < HALF:
+                    a |= v << uint64(BITS * j)
+                else:
+                    b |= v << uint64(BITS * (j - HALF))
+        return a, b
+
+    def _nonzero_tiles(src, mask, geom, status, out, count, epoch, tile_base, vec):
+        """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
+        consecutive elements, 32 at a time (lane i reads element i: coalesced).
+
+        The input is read once: the count pass keeps each step's warp ballot in
+        shared memory, and the write pass works from those masks.  The innermost
+        coordinate lives in a register; the odometer (with its divisions) runs only
+        when a row wraps.  ``status[0]`` is a tile counter that is never reset: this
+        call's tiles are its values ``tile_base``, ``tile_base + 1``, ...; then come
+        one look-back word per tile, tagged with ``epoch`` (words of other calls do
+        not count).  The block that takes the last tile writes the count.
+        """
+        k = NZ_SCALARS
+        src_base = geom[k]
+        ndim = geom[k + 1]
+        total = geom[k + 2]
+        items = geom[k + 3]
+        out_base = geom[k + 4]
+        rs = geom[k + 5]
+        cs = geom[k + 6]
+        width = geom[k + 7]
+        count_pos = geom[k + 8]
+        warp_rows = cuda.shared.array(33, int64)
+        tile_info = cuda.shared.array(2, int64)
+        look = cuda.shared.array(5, int64)
+        wsum = cuda.shared.array(32, int64)
+        masks = cuda.shared.array(MAX_MASKS, uint32)
+        scratch = cuda.shared.array(BALLOT_SCRATCH, uint32)
+        coords = cuda.local.array(MAXD, int64)
+        shape = cuda.local.array(MAXD, int64)
+        strides = cuda.local.array(MAXD, int64)
+        for d in range(ndim):
+            shape[d] = geom[d]
+            strides[d] = geom[MAXD + d]
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        nwarps = cuda.blockDim.x >> 5
+        ntiles = cuda.gridDim.x
+        tag = (uint64(epoch) & EPOCH_MASK) << EPOCH_SHIFT
         if tid == 0:
-            for w in range(nwarps):
-                look[0] += wsum[w]
-                wsum[w] = 0
-            if stop < nthreads and look[4] == 1:
-                look[2] = 1
-            else:
-                look[1] -= stop  # past the aggregates; a tile not ready is read again
-            look[3] = nthreads
+            tile_info[0] = int64(cuda.atomic.add(status, 0, uint64(1)) - uint64(tile_base))
         cuda.syncthreads()
-    if tid == 0:
-        excl = look[0]
-        acc = warp_rows[32]
-        if tile != 0:
-            cuda.atomic.exch(status, tile + 1, PREFIX_BITS | tag | uint64(excl + acc))
-        tile_info[1] = excl
-        if tile == ntiles - 1:
-            count[count_pos] = excl + acc
-    cuda.syncthreads()
+        tile = int64(tile_info[0])
+        seg = 32 * items
+        e0 = tile * seg * nwarps + warp * seg + lane
+        lt = uint32((1 << lane) - 1)
+        last = ndim - 1
+        n_last = shape[last]
+        s_last = strides[last]
+        m0 = warp * items
 
-    # Write this warp's rows, in element order, from the kept ballots.
-    row = tile_info[1] + warp_rows[warp]
-    unravel(e0, shape, ndim, coords)
-    c_last = coords[last]
-    for it in range(items):
-        b = masks[m0 + it]
-        if b != 0:
-            if (b >> lane) & 1:
-                r = row + cuda.popc(b & lt)
-                write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
-            row += cuda.popc(b)
-        c_last += 32
-        if c_last >= n_last:
-            coords[last] = c_last - 32
-            advance(coords, shape, strides, ndim, 32, 0)
-            c_last = coords[last]
+        # Count this warp's non-zeros; keep the ballots.
+        n = 0
+        it = 0
+        if vec != 0:
+            # A C-contiguous input whose first element is 16-byte aligned: each
+            # lane loads V consecutive elements at once, U loads in flight; then
+            # one ballot per element position, and lanes 0..V-1 each interleave
+            # those ballots into one 32-element mask word (element order).
+            wfirst = e0 - lane + lane * V
+            sh = uint32((lane & (V - 1)) * W)
+            while it + 4 * V <= items:
+                a0, b0 = load_lane(src, src_base, wfirst + it * 32, total)
+                a1, b1 = load_lane(src, src_base, wfirst + (it + V) * 32, total)
+                a2, b2 = load_lane(src, src_base, wfirst + (it + 2 * V) * 32, total)
+                a3, b3 = load_lane(src, src_base, wfirst + (it + 3 * V) * 32, total)
+                n += vector_masks(a0, b0, mask, scratch, tid, sh, masks, m0 + it)
+                n += vector_masks(a1, b1, mask, scratch, tid, sh, masks, m0 + it + V)
+                n += vector_masks(a2, b2, mask, scratch, tid, sh, masks, m0 + it + 2 * V)
+                n += vector_masks(a3, b3, mask, scratch, tid, sh, masks, m0 + it + 3 * V)
+                it += 4 * V
+            while it + V <= items:
+                a0, b0 = load_lane(src, src_base, wfirst + it * 32, total)
+                n += vector_masks(a0, b0, mask, scratch, tid, sh, masks, m0 + it)
+                it += V
+        e = e0 + it * 32
+        unravel(e, shape, ndim, coords)
+        off = src_base + offset(coords, strides, ndim)
+        c_last = coords[last]
+        while it < items:
+            # Eight or four steps at once (as many loads in flight) where the whole
+            # warp is in range and no lane's row wraps within them: a warp vote
+            # (block-wide under the simulator, whose ballot is block-wide too).
+            if warp_all(it + 8 <= items and e + 224 < total and c_last + 224 < n_last):
+                # Eight steps at once where that holds for the whole warp.
+                v0 = src[off]
+                v1 = src[off + 32 * s_last]
+                v2 = src[off + 64 * s_last]
+                v3 = src[off + 96 * s_last]
+                v4 = src[off + 128 * s_last]
+                v5 = src[off + 160 * s_last]
+                v6 = src[off + 192 * s_last]
+                v7 = src[off + 224 * s_last]
+                b0 = uint32(ballot(is_nonzero(v0, mask), scratch, tid))
+                b1 = uint32(ballot(is_nonzero(v1, mask), scratch, tid))
+                b2 = uint32(ballot(is_nonzero(v2, mask), scratch, tid))
+                b3 = uint32(ballot(is_nonzero(v3, mask), scratch, tid))
+                b4 = uint32(ballot(is_nonzero(v4, mask), scratch, tid))
+                b5 = uint32(ballot(is_nonzero(v5, mask), scratch, tid))
+                b6 = uint32(ballot(is_nonzero(v6, mask), scratch, tid))
+                b7 = uint32(ballot(is_nonzero(v7, mask), scratch, tid))
+                if lane == 0:
+                    masks[m0 + it] = b0
+                    masks[m0 + it + 1] = b1
+                    masks[m0 + it + 2] = b2
+                    masks[m0 + it + 3] = b3
+                    masks[m0 + it + 4] = b4
+                    masks[m0 + it + 5] = b5
+                    masks[m0 + it + 6] = b6
+                    masks[m0 + it + 7] = b7
+                n += (cuda.popc(b0) + cuda.popc(b1) + cuda.popc(b2) + cuda.popc(b3)
+                      + cuda.popc(b4) + cuda.popc(b5) + cuda.popc(b6) + cuda.popc(b7))
+                it += 8
+                e += 256
+                c_last += 256
+                off += 256 * s_last
+            elif warp_all(it + 4 <= items and e + 96 < total and c_last + 96 < n_last):
+                v0 = src[off]
+                v1 = src[off + 32 * s_last]
+                v2 = src[off + 64 * s_last]
+                v3 = src[off + 96 * s_last]
+                b0 = uint32(ballot(is_nonzero(v0, mask), scratch, tid))
+                b1 = uint32(ballot(is_nonzero(v1, mask), scratch, tid))
+                b2 = uint32(ballot(is_nonzero(v2, mask), scratch, tid))
+                b3 = uint32(ballot(is_nonzero(v3, mask), scratch, tid))
+                if lane == 0:
+                    masks[m0 + it] = b0
+                    masks[m0 + it + 1] = b1
+                    masks[m0 + it + 2] = b2
+                    masks[m0 + it + 3] = b3
+                n += cuda.popc(b0) + cuda.popc(b1) + cuda.popc(b2) + cuda.popc(b3)
+                it += 4
+                e += 128
+                c_last += 128
+                off += 128 * s_last
+            else:
+                flag = False
+                if e < total:
+                    flag = is_nonzero(src[off], mask)
+                b = uint32(ballot(flag, scratch, tid))
+                if lane == 0:
+                    masks[m0 + it] = b
+                n += cuda.popc(b)
+                it += 1
+                e += 32
+                c_last += 32
+                off += 32 * s_last
+            if c_last >= n_last:  # a row wrapped: let the odometer carry from the last step
+                coords[last] = c_last - 32
+                off = advance(coords, shape, strides, ndim, 32, off - 32 * s_last)
+                c_last = coords[last]
+        if lane == 0:
+            warp_rows[warp] = n
+        cuda.syncthreads()
+
+        # Scan the warps, publish this tile's count, then look back a block's width of
+        # tiles at a time: thread i reads the status of tile (p - i); shared-memory
+        # atomics find the window's first non-aggregate and add up the window to the
+        # nearest inclusive prefix (per warp, then across warps).  The loop is
+        # block-uniform (its state lives in shared memory), so every thread meets the
+        # same barriers.
+        nthreads = cuda.blockDim.x
+        if tid == 0:
+            acc = int64(0)
+            for w in range(nwarps):
+                c = warp_rows[w]
+                warp_rows[w] = acc
+                acc += c
+                wsum[w] = 0
+            warp_rows[32] = acc
+            if tile == 0:
+                cuda.atomic.exch(status, 1, PREFIX_BITS | tag | uint64(acc))
+            else:
+                cuda.atomic.exch(status, tile + 1, AGGREGATE_BITS | tag | uint64(acc))
+            look[0] = 0            # exclusive prefix so far
+            look[1] = tile - 1     # newest tile of the next window
+            look[2] = 1 if tile == 0 else 0  # done
+            look[3] = nthreads     # first thread of a window whose tile is not an aggregate
+        cuda.syncthreads()
+        while look[2] == 0:
+            q = look[1] - tid
+            word = PREFIX_BITS  # before tile 0: an inclusive prefix of 0
+            if q >= 0:
+                word = cuda.atomic.add(status, q + 1, uint64(0))
+                if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
+                    word = uint64(0)  # another call's word: not ready
+            flag = word >> FLAG_SHIFT
+            if flag != AGGREGATE:  # the first such thread ends the window
+                cuda.atomic.min(look, 3, int64(tid))
+            cuda.syncthreads()
+            stop = look[3]
+            if tid < stop or (tid == stop and flag == PREFIX):
+                cuda.atomic.add(wsum, warp, int64(word & VALUE_MASK))
+            if tid == stop:
+                look[4] = 1 if flag == PREFIX else 0
+            cuda.syncthreads()
+            if tid == 0:
+                for w in range(nwarps):
+                    look[0] += wsum[w]
+                    wsum[w] = 0
+                if stop < nthreads and look[4] == 1:
+                    look[2] = 1
+                else:
+                    look[1] -= stop  # past the aggregates; a tile not ready is read again
+                look[3] = nthreads
+            cuda.syncthreads()
+        if tid == 0:
+            excl = look[0]
+            acc = warp_rows[32]
+            if tile != 0:
+                cuda.atomic.exch(status, tile + 1, PREFIX_BITS | tag | uint64(excl + acc))
+            tile_info[1] = excl
+            if tile == ntiles - 1:
+                count[count_pos] = excl + acc
+        cuda.syncthreads()
+
+        # Write this warp's rows, in element order, from the kept ballots.
+        row = tile_info[1] + warp_rows[warp]
+        unravel(e0, shape, ndim, coords)
+        c_last = coords[last]
+        for it in range(items):
+            b = masks[m0 + it]
+            if b != 0:
+                if (b >> lane) & 1:
+                    r = row + cuda.popc(b & lt)
+                    write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
+                row += cuda.popc(b)
+            c_last += 32
+            if c_last >= n_last:
+                coords[last] = c_last - 32
+                advance(coords, shape, strides, ndim, 32, 0)
+                c_last = coords[last]
+
+    return _nonzero_tiles
 
 
 def pack_params(rows, scalars):
@@ -403,7 +530,8 @@ def _signature(name, src_bits, out_bits):
         args = (p(u), p(u), p(t.int64))
     else:
         o = getattr(t, _UINT[out_bits // 8])
-        args = (p(u), t.uint64, p(t.int64), t.uint64[::1], p(o), p(o), t.uint64, t.uint64)
+        args = (p(u), t.uint64, p(t.int64), t.uint64[::1], p(o), p(o), t.uint64, t.uint64,
+                t.uint64)
     return t.void(*args)
 
 
@@ -417,7 +545,7 @@ def kernel(name, src_bits, out_bits=0):
     key = (name, src_bits, out_bits, regs)
     k = _kernels.get(key)
     if k is None:
-        fn = _slice_copy if name == "slice" else _nonzero_tiles
+        fn = _slice_copy if name == "slice" else make_nonzero(128 // src_bits)
         if SIM:
             k = cuda.jit(fn)
         else:

@@ -447,7 +447,13 @@ def _nonzero_plan(x, width, count, coords):
     ntiles = -(-x.size // (threads * items))
     rows = (x.shape, sstr)
     scalars = (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase)
-    return slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan
+    # 16-byte loads in the count pass: a C-contiguous input (element i at flat
+    # position sbase + i) whose first element is 16-byte aligned (checked per call).
+    cs_ = c_strides(tuple(x.shape))
+    vec = config.CUDA_NONZERO_VECTOR and all(
+        n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_))
+    first = slo + sbase * x.itemsize if vec else None
+    return slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first
 
 
 def nonzero(x, width, count, coords, stream):
@@ -468,9 +474,10 @@ def nonzero(x, width, count, coords, stream):
                              f"target counts at most 2**{K.VALUE_BITS} - 1")
         key = ("nonzero", x.shape, x.strides, x.dtype, width, count.shape, count.strides,
                count.itemsize, coords.shape, coords.strides, config.CUDA_THREADS,
-               config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_TILES)
-        slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan = _plan(
+               config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_TILES, config.CUDA_NONZERO_VECTOR)
+        slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first = _plan(
             key, lambda: _nonzero_plan(x, width, count, coords))
+        vec = first is not None and (x.ptr + first) & 15 == 0
         where = _where(s)
         g = _geometry(rows, scalars, s, where)
         k = K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
@@ -481,7 +488,7 @@ def nonzero(x, width, count, coords, stream):
         with _lock:
             sc, epoch, base = _reserve(ntiles, s, where)
             status = (sc.buf,) if K.SIM else K.array_arg(sc.ptr, sc.words, 8)
-            args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base)
+            args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base, int(vec))
             K.launch(k, ntiles, threads, s, args, where[0])
 
 
