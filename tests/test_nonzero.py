@@ -124,10 +124,14 @@ def test_large_multiblock(device, density):
                                          ((700, 3001), np.float16)])
 @pytest.mark.parametrize("density", [0.01, 0.5, 0.99])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density, reverse):
-    """Inputs big enough that each GPU lane takes many steps: 16-byte loads four at
-    a time (contiguous inputs), or the eight- and four-step paths (a reversed view),
-    with rows that wrap inside them (601 and 3001 are not multiples of 32)."""
+def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density, reverse,
+                                             monkeypatch):
+    """Inputs big enough that each GPU lane takes many steps (128 here): 16-byte
+    loads four at a time (contiguous inputs), or the eight- and four-step paths (a
+    reversed view), with rows that wrap inside them (601 and 3001 are not
+    multiples of 32)."""
+    from dmlnumba import config
+    monkeypatch.setattr(config, "CUDA_NONZERO_TILES", 64)
     rng = np.random.default_rng(11)
     x = fill(rng, dtype, int(np.prod(shape)), density).reshape(shape)
     if reverse:

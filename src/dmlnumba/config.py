@@ -20,13 +20,19 @@ CPU_PARALLEL_MIN = 1 << 15
 #: CUDA: threads per block for both operators.
 CUDA_THREADS = 256
 
-#: CUDA nonzero: elements each thread reads per tile (tile = THREADS * ITEMS).
-CUDA_NONZERO_ITEMS = 128
+#: CUDA nonzero: at most this many elements each thread reads per tile (tile =
+#: THREADS * ITEMS; 256: 0.63 against 0.71 ms with 128 at 2**28 float32, 1%,
+#: H200).
+CUDA_NONZERO_ITEMS = 256
 
-#: CUDA nonzero: about how many tiles (blocks) to cut an input into, where
-#: CUDA_NONZERO_ITEMS allows: enough to fill the GPU, few enough that looking
-#: back stays short.
-CUDA_NONZERO_TILES = 256
+#: CUDA nonzero: at least this many (for small inputs; 16: 256 tiles at 2**20).
+CUDA_NONZERO_MIN_ITEMS = 16
+
+#: CUDA nonzero: about how many tiles (blocks) to cut an input into, where the
+#: items above allow: enough to give every SM several (512: 128 items a thread
+#: at 2**24, where 256 tiles of 256 measured 5-10% slower), few enough that
+#: looking back stays short.
+CUDA_NONZERO_TILES = 512
 
 #: CUDA nonzero: register cap per thread (0: the compiler's choice); 40 measured
 #: 1.02 ms against 1.14 ms uncapped at 2**28 float32 on an H200.  Fewer
@@ -36,6 +42,14 @@ CUDA_NONZERO_MAX_REGISTERS = 40
 #: CUDA nonzero: 1 to read C-contiguous, 16-byte aligned inputs 16 bytes a lane
 #: at a time in the count pass (0: element by element, for comparison).
 CUDA_NONZERO_VECTOR = 1
+
+#: CUDA nonzero: predecessor tiles read per look-back round (at most the block's
+#: threads).
+CUDA_NONZERO_LOOKBACK = 256
+
+#: CUDA nonzero: nanoseconds a block waits after a look-back round that found
+#: its newest predecessor not ready (0: poll again at once).
+CUDA_NONZERO_BACKOFF = 0
 
 #: CUDA slice1: output elements each thread copies (8: eight loads in flight;
 #: 0.63 ms against 0.74 ms with 4 on the large benchmark window, H200).

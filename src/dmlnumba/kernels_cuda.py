@@ -16,7 +16,7 @@ over global memory, and the count never leaves the device.
 
 import numpy as np
 from numba import config as _nbconfig
-from numba import cuda, int64, uint32, uint64
+from numba import cuda, int32, int64, uint32, uint64
 
 from . import config
 from . import indexmath as _im
@@ -78,6 +78,51 @@ else:
         return cuda.all_sync(FULL, flag)
 
 
+if SIM:
+    # The simulator has no shuffles either: the same through shared memory.
+    @cuda.jit(device=True)
+    def shfl_down(x, d, scratch, tid):
+        scratch[tid] = x
+        cuda.syncthreads()
+        lane = tid & 31
+        r = scratch[tid + d] if lane + d < 32 else x
+        cuda.syncthreads()
+        return r
+
+    @cuda.jit(device=True)
+    def warp_sum(x, scratch, tid):
+        scratch[tid] = x
+        cuda.syncthreads()
+        base = tid - (tid & 31)
+        t = 0
+        for i in range(32):
+            t += scratch[base + i]
+        cuda.syncthreads()
+        return t
+else:
+    @cuda.jit(device=True, cache=True)
+    def shfl_down(x, d, scratch, tid):
+        return uint32(cuda.shfl_down_sync(FULL, int32(x), d))
+
+    @cuda.jit(device=True, cache=True)
+    def warp_sum(x, scratch, tid):
+        x = int32(x)
+        for d in (16, 8, 4, 2, 1):
+            x += cuda.shfl_xor_sync(FULL, x, d)
+        return int64(x)
+
+
+if SIM:
+    @cuda.jit(device=True)
+    def pause(ns):
+
+        pass
+else:
+    @cuda.jit(device=True, cache=True)
+    def pause(ns):
+        cuda.nanosleep(uint32(ns))
+
+
 #: Device functions made inside a kernel factory (compiled into the kernel,
 #: which is what the disk cache keeps).
 _device_nc = cuda.jit(device=True)
@@ -119,7 +164,8 @@ else:
 
 # Slots of the scalars after the geometry rows in a parameter block.
 SLICE_SCALARS = 3 * MAXD   # src_base, dst_base, ndim, seg, nseg, rows, nrows, ntiles
-NZ_SCALARS = 2 * MAXD      # src_base, ndim, total, items, out_base, rs, cs, width, count_pos
+NZ_SCALARS = 2 * MAXD      # src_base, ndim, total, items, out_base, rs, cs, width, count_pos,
+                           # window, backoff
 
 
 def _slice_copy(src, dst, geom):
@@ -213,45 +259,64 @@ def make_nonzero(V):
     the vector path's loops over element positions unroll into registers.
     """
     W = 32 // V  # lanes whose elements make up one 32-element mask word
-    LOW = (1 << W) - 1
     BITS = 128 // V  # bits an element
     HALF = max(V // 2, 1)  # elements in 8 bytes
+    E = max(32 // BITS, 1)  # elements in 32 bits
+    # Per-element constants replicated across a 32-bit word (or one 64-bit element):
+    # ONES has each element's lowest bit, TOP its highest, LOW7 all but the highest.
+    ONES = sum(1 << (BITS * k) for k in range(E))
+    if BITS == 64:
+        TOP = uint64(1 << 63)
+        LOW7 = uint64((1 << 63) - 1)
+    else:
+        TOP = uint32(ONES << (BITS - 1))
+        LOW7 = uint32(ONES * ((1 << (BITS - 1)) - 1))
+    ONES = uint32(ONES)
 
     @_device_nc
-    def spread(x):
-        """Move bit k of ``x`` (``W`` bits) to bit ``k * V``."""
-        if V == 2:
-            x = (x | (x << uint32(8))) & uint32(0x00FF00FF)
-            x = (x | (x << uint32(4))) & uint32(0x0F0F0F0F)
-            x = (x | (x << uint32(2))) & uint32(0x33333333)
-            x = (x | (x << uint32(1))) & uint32(0x55555555)
-        elif V == 4:
-            x = (x | (x << uint32(12))) & uint32(0x000F000F)
-            x = (x | (x << uint32(6))) & uint32(0x03030303)
-            x = (x | (x << uint32(3))) & uint32(0x11111111)
-        elif V == 8:
-            x = (x | (x << uint32(14))) & uint32(0x00030003)
-            x = (x | (x << uint32(7))) & uint32(0x01010101)
-        else:
-            x = (x | (x << uint32(15))) & uint32(0x00010001)
-        return x
+    def word_bits(w, m):
+        """Bit k set where element k of the 32-bit word ``w`` (``E`` elements) has a
+        bit of the replicated mask ``m`` set, without a branch: adding LOW7 to an
+        element's low bits carries into its top bit exactly when one is set."""
+        t = (((w & m & LOW7) + LOW7) | (w & m)) & TOP
+        y = uint32(t >> uint32(BITS - 1))
+        # A multiply moves the flags next to each other (no two partial products
+        # meet); 32 x 32 -> 64 bits, one wide multiply.
+        if E == 4:  # bits 0, 8, 16, 24 to 21..24
+            return uint32((uint64(y) * uint64(0x00204081)) >> uint64(21)) & uint32(0xF)
+        if E == 2:  # bits 0, 16 to 15, 16
+            return uint32((uint64(y) * uint64(0x8001)) >> uint64(15)) & uint32(0x3)
+        return y
 
     @_device_nc
-    def vector_masks(a, b, mask, scratch, tid, sh, masks, pos):
-        """Ballot each of the ``V`` element positions of the lanes' 16 bytes
-        ``(a, b)``; lane ``q < V`` stores mask word ``pos + q`` (element order:
-        the elements of lanes ``q * W .. q * W + W - 1``).  Returns the count."""
-        n = 0
-        word = uint32(0)
-        for j in range(V):
-            h = a if j < HALF else b
-            m = uint32(ballot(is_nonzero(h >> uint64(BITS * (j % HALF)), mask), scratch, tid))
-            n += cuda.popc(m)
-            word |= spread((m >> sh) & uint32(LOW)) << uint32(j)
-        q = tid & 31
-        if q < V:
-            masks[pos + q] = word
-        return n
+    def lane_bits(a, b, mask):
+        """The ``V`` elements in 16 bytes ``(a, b)``, one bit each (bit j: element
+        j is non-zero)."""
+        if BITS == 64:
+            ta = (((a & mask & LOW7) + LOW7) | (a & mask)) & TOP
+            tb = (((b & mask & LOW7) + LOW7) | (b & mask)) & TOP
+            return uint32(ta >> uint64(63)) | (uint32(tb >> uint64(63)) << uint32(1))
+        m = uint32(uint32(mask) * ONES)
+        return (word_bits(uint32(a & uint64(0xFFFFFFFF)), m)
+                | (word_bits(uint32(a >> uint64(32)), m) << uint32(E))
+                | (word_bits(uint32(b & uint64(0xFFFFFFFF)), m) << uint32(2 * E))
+                | (word_bits(uint32(b >> uint64(32)), m) << uint32(3 * E)))
+
+    @_device_nc
+    def vector_word(a, b, mask, scratch, tid, masks, pos):
+        """Each lane's ``V`` bits, gathered from ``W`` neighbouring lanes into
+        32-bit mask words (element order) by a shuffle butterfly; lane ``q * W``
+        stores word ``pos + q``.  Returns that lane's count (others 0)."""
+        x = lane_bits(a, b, mask)
+        s = 1
+        while s < W:  # constant trip count: unrolled
+            x |= uint32(shfl_down(x, s, scratch, tid)) << uint32(V * s)
+            s *= 2
+        lane = tid & 31
+        if lane % W == 0:
+            masks[pos + lane // W] = x
+            return cuda.popc(x)
+        return 0
 
     @_device_nc
     def load_lane(src, base, ev, total):
@@ -293,6 +358,8 @@ def make_nonzero(V):
         cs = geom[k + 6]
         width = geom[k + 7]
         count_pos = geom[k + 8]
+        window = min(geom[k + 9], cuda.blockDim.x)  # tiles read per look-back round
+        backoff = geom[k + 10]  # ns to wait after a round that found no tile ready
         warp_rows = cuda.shared.array(33, int64)
         tile_info = cuda.shared.array(2, int64)
         look = cuda.shared.array(5, int64)
@@ -328,25 +395,35 @@ def make_nonzero(V):
         it = 0
         if vec != 0:
             # A C-contiguous input whose first element is 16-byte aligned: each
-            # lane loads V consecutive elements at once, U loads in flight; then
-            # one ballot per element position, and lanes 0..V-1 each interleave
-            # those ballots into one 32-element mask word (element order).
+            # lane loads V consecutive elements at once (four loads in flight),
+            # turns them into V bits, and a shuffle butterfly gathers those bits
+            # into 32-element mask words (element order).  Full tiles skip the
+            # range checks.
             wfirst = e0 - lane + lane * V
-            sh = uint32((lane & (V - 1)) * W)
+            full = (tile + 1) * seg * nwarps <= total
+            nl = 0
             while it + 4 * V <= items:
-                a0, b0 = load_lane(src, src_base, wfirst + it * 32, total)
-                a1, b1 = load_lane(src, src_base, wfirst + (it + V) * 32, total)
-                a2, b2 = load_lane(src, src_base, wfirst + (it + 2 * V) * 32, total)
-                a3, b3 = load_lane(src, src_base, wfirst + (it + 3 * V) * 32, total)
-                n += vector_masks(a0, b0, mask, scratch, tid, sh, masks, m0 + it)
-                n += vector_masks(a1, b1, mask, scratch, tid, sh, masks, m0 + it + V)
-                n += vector_masks(a2, b2, mask, scratch, tid, sh, masks, m0 + it + 2 * V)
-                n += vector_masks(a3, b3, mask, scratch, tid, sh, masks, m0 + it + 3 * V)
+                p = wfirst + it * 32
+                if full:
+                    a0, b0 = load16(src, src_base + p)
+                    a1, b1 = load16(src, src_base + p + 32 * V)
+                    a2, b2 = load16(src, src_base + p + 64 * V)
+                    a3, b3 = load16(src, src_base + p + 96 * V)
+                else:
+                    a0, b0 = load_lane(src, src_base, p, total)
+                    a1, b1 = load_lane(src, src_base, p + 32 * V, total)
+                    a2, b2 = load_lane(src, src_base, p + 64 * V, total)
+                    a3, b3 = load_lane(src, src_base, p + 96 * V, total)
+                nl += vector_word(a0, b0, mask, scratch, tid, masks, m0 + it)
+                nl += vector_word(a1, b1, mask, scratch, tid, masks, m0 + it + V)
+                nl += vector_word(a2, b2, mask, scratch, tid, masks, m0 + it + 2 * V)
+                nl += vector_word(a3, b3, mask, scratch, tid, masks, m0 + it + 3 * V)
                 it += 4 * V
             while it + V <= items:
                 a0, b0 = load_lane(src, src_base, wfirst + it * 32, total)
-                n += vector_masks(a0, b0, mask, scratch, tid, sh, masks, m0 + it)
+                nl += vector_word(a0, b0, mask, scratch, tid, masks, m0 + it)
                 it += V
+            n = warp_sum(nl, scratch, tid)
         e = e0 + it * 32
         unravel(e, shape, ndim, coords)
         off = src_base + offset(coords, strides, ndim)
@@ -449,18 +526,20 @@ def make_nonzero(V):
             look[0] = 0            # exclusive prefix so far
             look[1] = tile - 1     # newest tile of the next window
             look[2] = 1 if tile == 0 else 0  # done
-            look[3] = nthreads     # first thread of a window whose tile is not an aggregate
+            look[3] = window       # first thread of a window whose tile is not an aggregate
         cuda.syncthreads()
         while look[2] == 0:
             q = look[1] - tid
             word = PREFIX_BITS  # before tile 0: an inclusive prefix of 0
-            if q >= 0:
-                word = cuda.atomic.add(status, q + 1, uint64(0))
-                if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
-                    word = uint64(0)  # another call's word: not ready
-            flag = word >> FLAG_SHIFT
-            if flag != AGGREGATE:  # the first such thread ends the window
-                cuda.atomic.min(look, 3, int64(tid))
+            flag = uint64(3)  # past the window: neither kind, ends nothing
+            if tid < window:
+                if q >= 0:
+                    word = cuda.atomic.add(status, q + 1, uint64(0))
+                    if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
+                        word = uint64(0)  # another call's word: not ready
+                flag = word >> FLAG_SHIFT
+                if flag != AGGREGATE:  # the first such thread ends the window
+                    cuda.atomic.min(look, 3, int64(tid))
             cuda.syncthreads()
             stop = look[3]
             if tid < stop or (tid == stop and flag == PREFIX):
@@ -472,11 +551,13 @@ def make_nonzero(V):
                 for w in range(nwarps):
                     look[0] += wsum[w]
                     wsum[w] = 0
-                if stop < nthreads and look[4] == 1:
+                if stop < window and look[4] == 1:
                     look[2] = 1
                 else:
                     look[1] -= stop  # past the aggregates; a tile not ready is read again
-                look[3] = nthreads
+                    if stop == 0 and backoff > 0:
+                        pause(backoff)  # the newest tile is not ready: let others issue
+                look[3] = window
             cuda.syncthreads()
         if tid == 0:
             excl = look[0]
@@ -492,9 +573,12 @@ def make_nonzero(V):
         row = tile_info[1] + warp_rows[warp]
         unravel(e0, shape, ndim, coords)
         c_last = coords[last]
-        for it in range(items):
-            b = masks[m0 + it]
-            if b != 0:
+        # An unsigned index: no negative-index handling in the loop.
+        mi = uint64(m0)
+        mend = uint64(m0 + items)
+        while mi < mend:
+            b = masks[mi]
+            if b != uint32(0):
                 if (b >> lane) & 1:
                     r = row + cuda.popc(b & lt)
                     write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
@@ -504,6 +588,7 @@ def make_nonzero(V):
                 coords[last] = c_last - 32
                 advance(coords, shape, strides, ndim, 32, 0)
                 c_last = coords[last]
+            mi += uint64(1)
 
     return _nonzero_tiles
 

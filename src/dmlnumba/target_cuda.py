@@ -439,14 +439,16 @@ def _nonzero_plan(x, width, count, coords):
         mask -= 1 << 64
     threads = config.CUDA_THREADS
     # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
-    # GPU, few enough that looking back stays short), each lane taking 4 to
-    # CUDA_NONZERO_ITEMS steps, in multiples of 4 (the kernel's four-step path).
+    # GPU, few enough that looking back stays short), each lane taking
+    # CUDA_NONZERO_MIN_ITEMS to CUDA_NONZERO_ITEMS steps, in multiples of 4 (the
+    # kernel's four-step path).
     items = min(config.CUDA_NONZERO_ITEMS, K.MAX_MASKS // (threads // 32))
-    items = max(min(4, items),
+    items = max(min(config.CUDA_NONZERO_MIN_ITEMS, items),
                 min(items, x.size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4))
     ntiles = -(-x.size // (threads * items))
     rows = (x.shape, sstr)
-    scalars = (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase)
+    scalars = (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase,
+               config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF)
     # 16-byte loads in the count pass: a C-contiguous input (element i at flat
     # position sbase + i) whose first element is 16-byte aligned (checked per call).
     cs_ = c_strides(tuple(x.shape))
@@ -474,7 +476,9 @@ def nonzero(x, width, count, coords, stream):
                              f"target counts at most 2**{K.VALUE_BITS} - 1")
         key = ("nonzero", x.shape, x.strides, x.dtype, width, count.shape, count.strides,
                count.itemsize, coords.shape, coords.strides, config.CUDA_THREADS,
-               config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_TILES, config.CUDA_NONZERO_VECTOR)
+               config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_MIN_ITEMS, config.CUDA_NONZERO_TILES,
+               config.CUDA_NONZERO_VECTOR,
+               config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF)
         slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first = _plan(
             key, lambda: _nonzero_plan(x, width, count, coords))
         vec = first is not None and (x.ptr + first) & 15 == 0
