@@ -39,6 +39,15 @@ def _expected(x, width):
     return want[:, x.ndim - width:]
 
 
+def _assert_matches_argwhere(x, count, coords):
+    """A (device) count and coordinates from nonzero_coordinates, full width,
+    against np.argwhere of the host input ``x``: the count, then its rows."""
+    want = np.argwhere(x)
+    n = int(to_host(count)[0])
+    assert n == len(want)
+    np.testing.assert_array_equal(to_host(coords)[:n], want)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @given(data=st.data())
 def test_random_inputs_match_numpy(device, data):
@@ -112,10 +121,7 @@ def test_large_multiblock(device, density):
     rng = np.random.default_rng(7)
     x = fill(rng, np.float32, 3 * 50 * 2000, density).reshape(3, 50, 2000)[:, ::-1, 1::2]
     count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
-    want = np.argwhere(x)
-    n = int(to_host(count)[0])
-    assert n == len(want)
-    np.testing.assert_array_equal(to_host(coords)[:n], want)
+    _assert_matches_argwhere(x, count, coords)
 
 
 @skip_on_cudasim
@@ -137,10 +143,7 @@ def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density, rev
     if reverse:
         x = x[..., ::-1]
     count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
-    want = np.argwhere(x)
-    n = int(to_host(count)[0])
-    assert n == len(want)
-    np.testing.assert_array_equal(to_host(coords)[:n], want)
+    _assert_matches_argwhere(x, count, coords)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -212,10 +215,7 @@ def test_long_rows(device, small):
     for x in (base, base[:, ::-1], base[::-1, 1::3]):
         with tiny_blocks() if small else contextlib.nullcontext():
             count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), device=device)
-        want = np.argwhere(x)
-        n = int(to_host(count)[0])
-        assert n == len(want)
-        np.testing.assert_array_equal(to_host(coords)[:n], want)
+        _assert_matches_argwhere(x, count, coords)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -238,6 +238,4 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
     x = view_of(buf)
     dx = x if device == "cpu" else device_view(to_device(buf, device), view_of, buf)
     count, coords = dmlnumba.nonzero_coordinates(dx, device=device)
-    want = np.argwhere(x)
-    assert int(to_host(count)[0]) == len(want)
-    np.testing.assert_array_equal(to_host(coords)[:len(want)], want)
+    _assert_matches_argwhere(x, count, coords)
