@@ -504,13 +504,12 @@ def make_nonzero(V):
             warp_rows[warp] = n
         cuda.syncthreads()
 
-        # Scan the warps, publish this tile's count, then look back a block's width of
-        # tiles at a time: thread i reads the status of tile (p - i); shared-memory
+        # Scan the warps, publish this tile's count, then look back ``window`` tiles
+        # at a time: thread i < window reads the status of tile (p - i); shared-memory
         # atomics find the window's first non-aggregate and add up the window to the
         # nearest inclusive prefix (per warp, then across warps).  The loop is
         # block-uniform (its state lives in shared memory), so every thread meets the
         # same barriers.
-        nthreads = cuda.blockDim.x
         if tid == 0:
             acc = int64(0)
             for w in range(nwarps):
