@@ -114,6 +114,19 @@ else:
 
 if SIM:
     @cuda.jit(device=True)
+    def word_at(word, k, masks, i):
+        """Lane ``k``'s ``word`` (which is ``masks[i]``): read back from shared memory."""
+        return masks[i]
+else:
+    @cuda.jit(device=True, cache=True)
+    def word_at(word, k, masks, i):
+        """Lane ``k``'s ``word`` (which is ``masks[i]``): one shuffle, no address
+        arithmetic."""
+        return uint32(cuda.shfl_sync(FULL, int32(word), int32(k)))
+
+
+if SIM:
+    @cuda.jit(device=True)
     def pause(ns):
 
         pass
@@ -262,61 +275,61 @@ def make_nonzero(V):
     BITS = 128 // V  # bits an element
     HALF = max(V // 2, 1)  # elements in 8 bytes
     E = max(32 // BITS, 1)  # elements in 32 bits
-    # Per-element constants replicated across a 32-bit word (or one 64-bit element):
-    # ONES has each element's lowest bit, TOP its highest, LOW7 all but the highest.
-    ONES = sum(1 << (BITS * k) for k in range(E))
-    if BITS == 64:
-        TOP = uint64(1 << 63)
-        LOW7 = uint64((1 << 63) - 1)
-    else:
-        TOP = uint32(ONES << (BITS - 1))
-        LOW7 = uint32(ONES * ((1 << (BITS - 1)) - 1))
+    # Per-element constants replicated across a 32-bit word (for widths under 32
+    # bits): ONES has each element's lowest bit, TOP its highest, LOW7 all but the
+    # highest.
+    ONES = sum(1 << (BITS * k) for k in range(E)) if BITS < 32 else 1
+    TOP = uint32(ONES << (BITS - 1)) if BITS < 32 else uint32(0)
+    LOW7 = uint32(ONES * ((1 << (BITS - 1)) - 1)) if BITS < 32 else uint32(0)
     ONES = uint32(ONES)
 
     @_device_nc
     def word_bits(w, m):
         """Bit k set where element k of the 32-bit word ``w`` (``E`` elements) has a
         bit of the replicated mask ``m`` set, without a branch: adding LOW7 to an
-        element's low bits carries into its top bit exactly when one is set."""
+        element's low bits carries into its top bit exactly when one is set.  (For
+        8- and 16-bit elements; wider ones take a select each.)"""
         t = (((w & m & LOW7) + LOW7) | (w & m)) & TOP
         y = uint32(t >> uint32(BITS - 1))
         # A multiply moves the flags next to each other (no two partial products
         # meet); 32 x 32 -> 64 bits, one wide multiply.
         if E == 4:  # bits 0, 8, 16, 24 to 21..24
-            return uint32((uint64(y) * uint64(0x00204081)) >> uint64(21)) & uint32(0xF)
-        if E == 2:  # bits 0, 16 to 15, 16
-            return uint32((uint64(y) * uint64(0x8001)) >> uint64(15)) & uint32(0x3)
-        return y
+            return uint32(uint32((uint64(y) * uint64(0x00204081)) >> uint64(21)) & uint32(0xF))
+        # E == 2: bits 0, 16 to 15, 16
+        return uint32(uint32((uint64(y) * uint64(0x8001)) >> uint64(15)) & uint32(0x3))
 
     @_device_nc
     def lane_bits(a, b, mask):
         """The ``V`` elements in 16 bytes ``(a, b)``, one bit each (bit j: element
         j is non-zero)."""
         if BITS == 64:
-            ta = (((a & mask & LOW7) + LOW7) | (a & mask)) & TOP
-            tb = (((b & mask & LOW7) + LOW7) | (b & mask)) & TOP
-            return uint32(ta >> uint64(63)) | (uint32(tb >> uint64(63)) << uint32(1))
+            return uint32(uint32((a & mask) != uint64(0))
+                          + (uint32((b & mask) != uint64(0)) << uint32(1)))
+        if BITS == 32:  # a select per element, no arithmetic
+            m = uint32(mask)
+            return uint32((uint32(1) if uint32(a) & m else uint32(0))
+                          | (uint32(2) if uint32(a >> uint64(32)) & m else uint32(0))
+                          | (uint32(4) if uint32(b) & m else uint32(0))
+                          | (uint32(8) if uint32(b >> uint64(32)) & m else uint32(0)))
         m = uint32(uint32(mask) * ONES)
-        return (word_bits(uint32(a & uint64(0xFFFFFFFF)), m)
-                | (word_bits(uint32(a >> uint64(32)), m) << uint32(E))
-                | (word_bits(uint32(b & uint64(0xFFFFFFFF)), m) << uint32(2 * E))
-                | (word_bits(uint32(b >> uint64(32)), m) << uint32(3 * E)))
+        # The parts do not overlap: adding them is or-ing them (shift-adds fuse).
+        # (numba widens uint32 arithmetic to 64 bits; the casts keep it 32-bit.)
+        return uint32(word_bits(uint32(a & uint64(0xFFFFFFFF)), m)
+                      + (word_bits(uint32(a >> uint64(32)), m) << uint32(E))
+                      + (word_bits(uint32(b & uint64(0xFFFFFFFF)), m) << uint32(2 * E))
+                      + (word_bits(uint32(b >> uint64(32)), m) << uint32(3 * E)))
 
     @_device_nc
-    def vector_word(a, b, mask, scratch, tid, masks, pos):
+    def gather_word(a, b, mask, scratch, tid):
         """Each lane's ``V`` bits, gathered from ``W`` neighbouring lanes into
-        32-bit mask words (element order) by a shuffle butterfly; lane ``q * W``
-        stores word ``pos + q``.  Returns that lane's count (others 0)."""
+        32-bit mask words (element order) by a shuffle butterfly: lane ``q * W``
+        returns word ``q`` of the warp's ``32 * V`` elements."""
         x = lane_bits(a, b, mask)
         s = 1
         while s < W:  # constant trip count: unrolled
-            x |= uint32(shfl_down(x, s, scratch, tid)) << uint32(V * s)
+            x = uint32(x + (uint32(shfl_down(x, s, scratch, tid)) << uint32(V * s)))  # disjoint
             s *= 2
-        lane = tid & 31
-        if lane % W == 0:
-            masks[pos + lane // W] = x
-            return cuda.popc(x)
-        return 0
+        return x
 
     @_device_nc
     def load_lane(src, base, ev, total):
@@ -414,14 +427,24 @@ def make_nonzero(V):
                     a1, b1 = load_lane(src, src_base, p + 32 * V, total)
                     a2, b2 = load_lane(src, src_base, p + 64 * V, total)
                     a3, b3 = load_lane(src, src_base, p + 96 * V, total)
-                nl += vector_word(a0, b0, mask, scratch, tid, masks, m0 + it)
-                nl += vector_word(a1, b1, mask, scratch, tid, masks, m0 + it + V)
-                nl += vector_word(a2, b2, mask, scratch, tid, masks, m0 + it + 2 * V)
-                nl += vector_word(a3, b3, mask, scratch, tid, masks, m0 + it + 3 * V)
+                x0 = gather_word(a0, b0, mask, scratch, tid)
+                x1 = gather_word(a1, b1, mask, scratch, tid)
+                x2 = gather_word(a2, b2, mask, scratch, tid)
+                x3 = gather_word(a3, b3, mask, scratch, tid)
+                if lane % W == 0:  # lane q * W stores word q of each load
+                    i = uint64(m0 + it + lane // W)
+                    masks[i] = x0
+                    masks[i + uint64(V)] = x1
+                    masks[i + uint64(2 * V)] = x2
+                    masks[i + uint64(3 * V)] = x3
+                    nl += int64(cuda.popc(x0) + cuda.popc(x1) + cuda.popc(x2) + cuda.popc(x3))
                 it += 4 * V
             while it + V <= items:
                 a0, b0 = load_lane(src, src_base, wfirst + it * 32, total)
-                nl += vector_word(a0, b0, mask, scratch, tid, masks, m0 + it)
+                x0 = gather_word(a0, b0, mask, scratch, tid)
+                if lane % W == 0:
+                    masks[uint64(m0 + it + lane // W)] = x0
+                    nl += int64(cuda.popc(x0))
                 it += V
             n = warp_sum(nl, scratch, tid)
         e = e0 + it * 32
@@ -568,26 +591,47 @@ def make_nonzero(V):
                 count[count_pos] = excl + acc
         cuda.syncthreads()
 
-        # Write this warp's rows, in element order, from the kept ballots.
+        # Write this warp's rows, in element order, from the kept ballots.  Lane i
+        # reads word ``base + i`` of the next 32 and one ballot says which of them
+        # hold non-zeros: the warp visits those words only (at 1% density, about
+        # 3 in 4 words are empty).
         row = tile_info[1] + warp_rows[warp]
         unravel(e0, shape, ndim, coords)
-        c_last = coords[last]
-        # An unsigned index: no negative-index handling in the loop.
-        mi = uint64(m0)
-        mend = uint64(m0 + items)
-        while mi < mend:
-            b = masks[mi]
-            if b != uint32(0):
+        c0 = coords[last]
+        c_last = c0
+        # No lane's row wraps within the warp's elements (always so for 1-d inputs):
+        # word k's innermost coordinate is then c0 + 32 k, with no odometer.
+        flat = warp_all(c0 + 32 * (items - 1) < n_last)
+        at = 0  # else: the word (from m0) that the odometer stands at
+        base = 0
+        while base < items:
+            bw = uint32(0)
+            if base + lane < items:
+                bw = masks[uint64(m0 + base + lane)]
+            live = uint32(ballot(bw != uint32(0), scratch, tid))
+            while live != uint32(0):
+                # The first word left: its bit and those below it, then cleared.
+                k = base + cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
+                live = uint32(live & (live - uint32(1)))
+                b = word_at(bw, k - base, masks, uint64(m0 + k))
+                if flat:
+                    c_last = c0 + 32 * k
+                else:
+                    step = (k - at) * 32
+                    at = k
+                    c_last += step
+                    if c_last >= n_last:  # rows wrapped: let the odometer carry
+                        coords[last] = c_last - step
+                        advance(coords, shape, strides, ndim, step, 0)
+                        c_last = coords[last]
                 if (b >> lane) & 1:
                     r = row + cuda.popc(b & lt)
-                    write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
+                    if width == 1:  # the common case, without the column loop
+                        out[out_base + r * rs] = c_last
+                    else:
+                        write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
                 row += cuda.popc(b)
-            c_last += 32
-            if c_last >= n_last:
-                coords[last] = c_last - 32
-                advance(coords, shape, strides, ndim, 32, 0)
-                c_last = coords[last]
-            mi += uint64(1)
+            base += 32
 
     return _nonzero_tiles
 
