@@ -332,6 +332,24 @@ def make_nonzero(V):
         return x
 
     @_device_nc
+    def store_step(a0, b0, a1, b1, a2, b2, a3, b3, mask, scratch, tid, masks, i):
+        """Four loads' mask words (``4 V`` of them, from ``masks[i]`` on); returns
+        the lane's count of their non-zeros (lanes ``q * W`` count, others 0)."""
+        x0 = gather_word(a0, b0, mask, scratch, tid)
+        x1 = gather_word(a1, b1, mask, scratch, tid)
+        x2 = gather_word(a2, b2, mask, scratch, tid)
+        x3 = gather_word(a3, b3, mask, scratch, tid)
+        lane = tid & 31
+        if lane % W == 0:  # lane q * W stores word q of each load
+            i += uint64(lane // W)
+            masks[i] = x0
+            masks[i + uint64(V)] = x1
+            masks[i + uint64(2 * V)] = x2
+            masks[i + uint64(3 * V)] = x3
+            return int64(cuda.popc(x0) + cuda.popc(x1) + cuda.popc(x2) + cuda.popc(x3))
+        return int64(0)
+
+    @_device_nc
     def load_lane(src, base, ev, total):
         """Elements ``ev .. ev + V - 1`` as 16 bytes (two little-endian words),
         one vector load where all are in range, else element by element (zeros
@@ -408,36 +426,43 @@ def make_nonzero(V):
         it = 0
         if vec != 0:
             # A C-contiguous input whose first element is 16-byte aligned: each
-            # lane loads V consecutive elements at once (four loads in flight),
+            # lane loads V consecutive elements at once (four loads a step),
             # turns them into V bits, and a shuffle butterfly gathers those bits
             # into 32-element mask words (element order).  Full tiles skip the
-            # range checks.
+            # range checks and issue each step's loads a step early.
             wfirst = e0 - lane + lane * V
             full = (tile + 1) * seg * nwarps <= total
             nl = 0
-            while it + 4 * V <= items:
+            if full and it + 4 * V <= items:
+                # Full tiles: the next step's loads are issued before this step's
+                # arithmetic, so a warp always has loads in flight.
+                p = src_base + wfirst
+                a0, b0 = load16(src, p)
+                a1, b1 = load16(src, p + 32 * V)
+                a2, b2 = load16(src, p + 64 * V)
+                a3, b3 = load16(src, p + 96 * V)
+                more = True
+                while more:
+                    more = it + 8 * V <= items
+                    c0 = d0 = c1 = d1 = c2 = d2 = c3 = d3 = uint64(0)
+                    if more:
+                        p += 128 * V
+                        c0, d0 = load16(src, p)
+                        c1, d1 = load16(src, p + 32 * V)
+                        c2, d2 = load16(src, p + 64 * V)
+                        c3, d3 = load16(src, p + 96 * V)
+                    nl += store_step(a0, b0, a1, b1, a2, b2, a3, b3, mask, scratch, tid,
+                                     masks, uint64(m0 + it))
+                    it += 4 * V
+                    a0, b0, a1, b1, a2, b2, a3, b3 = c0, d0, c1, d1, c2, d2, c3, d3
+            while it + 4 * V <= items:  # the last tile: range-checked loads
                 p = wfirst + it * 32
-                if full:
-                    a0, b0 = load16(src, src_base + p)
-                    a1, b1 = load16(src, src_base + p + 32 * V)
-                    a2, b2 = load16(src, src_base + p + 64 * V)
-                    a3, b3 = load16(src, src_base + p + 96 * V)
-                else:
-                    a0, b0 = load_lane(src, src_base, p, total)
-                    a1, b1 = load_lane(src, src_base, p + 32 * V, total)
-                    a2, b2 = load_lane(src, src_base, p + 64 * V, total)
-                    a3, b3 = load_lane(src, src_base, p + 96 * V, total)
-                x0 = gather_word(a0, b0, mask, scratch, tid)
-                x1 = gather_word(a1, b1, mask, scratch, tid)
-                x2 = gather_word(a2, b2, mask, scratch, tid)
-                x3 = gather_word(a3, b3, mask, scratch, tid)
-                if lane % W == 0:  # lane q * W stores word q of each load
-                    i = uint64(m0 + it + lane // W)
-                    masks[i] = x0
-                    masks[i + uint64(V)] = x1
-                    masks[i + uint64(2 * V)] = x2
-                    masks[i + uint64(3 * V)] = x3
-                    nl += int64(cuda.popc(x0) + cuda.popc(x1) + cuda.popc(x2) + cuda.popc(x3))
+                a0, b0 = load_lane(src, src_base, p, total)
+                a1, b1 = load_lane(src, src_base, p + 32 * V, total)
+                a2, b2 = load_lane(src, src_base, p + 64 * V, total)
+                a3, b3 = load_lane(src, src_base, p + 96 * V, total)
+                nl += store_step(a0, b0, a1, b1, a2, b2, a3, b3, mask, scratch, tid, masks,
+                                 uint64(m0 + it))
                 it += 4 * V
             while it + V <= items:
                 a0, b0 = load_lane(src, src_base, wfirst + it * 32, total)
