@@ -36,7 +36,9 @@ def as_cupy(x):
 def as_torch(x):
     import torch
     flat, base = _span(x)
-    buf = torch.as_tensor(flat.view(np.uint8) if x.dtype == bool else flat, device="cuda")
+    # np.array: a writable copy (torch warns about read-only NumPy arrays).
+    buf = torch.as_tensor(np.array(flat.view(np.uint8) if x.dtype == bool else flat),
+                          device="cuda")
     if x.dtype == bool:
         buf = buf.view(torch.bool)
     return torch.as_strided(buf, x.shape, [s // x.itemsize for s in x.strides], base)
