@@ -8,13 +8,15 @@ one specialization serves every rank, layout and dtype of a bit width.
 
 import numpy as np
 from llvmlite import ir
+from numba import config as _nbconfig
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import indexmath as _im
+from .compiling import jit
 
-_inline = njit(inline="always", cache=True)
+_inline = jit(inline="always")
 unravel = _inline(_im.unravel)
 offset = _inline(_im.offset)
 next_row = _inline(_im.next_row)
@@ -22,21 +24,6 @@ is_nonzero = _inline(_im.is_nonzero)
 write_coordinates = _inline(_im.write_coordinates)
 block_bounds = _inline(_im.block_bounds)
 
-
-@_inline
-def _row_view(a, start, step, n):
-    """The view ``a[start], a[start + step], ...`` of ``n`` elements.  A stride of
-    0 only comes with ``n == 1`` here (a size-1 dimension left alone)."""
-    if n == 1 or step == 0:
-        return a[start:start + 1]
-    if step > 0:
-        return a[start:start + (n - 1) * step + 1:step]
-    lo = start + (n - 1) * step
-    return a[lo:start + 1:-step][::-1]
-
-
-#: Rows of at most this many elements are copied by index, without views.
-SHORT_ROW = 16
 
 #: A cache line, in bytes (the step between software prefetches).
 LINE = 64
@@ -72,6 +59,11 @@ def _prefetch(typingctx, arr, idx):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+if _nbconfig.DISABLE_JIT:  # plain Python (debugging): an intrinsic cannot be called there
+    def _prefetch(arr, idx):
+        pass
 
 
 @_inline
@@ -142,11 +134,13 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
             _prefetch_row(src, s - coords[last] * ss + PREFETCH_ROWS * sst[last - 1],
                           ss, row)
         if ss == 1 and ds == 1:
-            dst[d:d + n] = src[s:s + n]
-        elif n <= SHORT_ROW:
-            # A short row: views cost more than they save; index directly.
+            # A loop over two slices: LLVM turns it into a vector copy, while a
+            # slice assignment (overlap and broadcast handling) costs about 3 s
+            # more to compile for each bit width.
+            sv = src[s:s + n]
+            dv = dst[d:d + n]
             for k in range(n):
-                dst[d + k * ds] = src[s + k * ss]
+                dv[k] = sv[k]
         elif ds == 1 and ss == 2:
             _gather_row(src, s, dst, d, n, 2)
         elif ds == 1 and ss == 3:
@@ -156,17 +150,11 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
         elif ds == 1 and ss == -1:
             _reverse_row(src, s, dst, d, n)
         else:
-            # Strided views: indices from range() are never negative, so the loop
-            # carries no negative-index handling.
-            dv = _row_view(dst, d, ds, n)
-            if ss == 0:  # a broadcast source: one value along the row
-                v = src[s]
-                for k in range(n):
-                    dv[k] = v
-            else:
-                sv = _row_view(src, s, ss, n)
-                for k in range(n):
-                    dv[k] = sv[k]
+            # Any other strides (short rows, broadcast sources, outputs with gaps):
+            # element by element.  The positions are never negative, and unsigned
+            # indices tell numba so (no negative-index handling in the loop).
+            for k in range(n):
+                dst[np.uint64(d + k * ds)] = src[np.uint64(s + k * ss)]
         remaining -= n
         if remaining <= 0:
             break
@@ -184,23 +172,33 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
             d = db + offset(coords, dstr, ndim)
 
 
-@njit(parallel=True, cache=True)
-def slice_copy(src, src_base, dst, dst_base, geom, chunk, parallel):
-    """Strided copy: ``geom`` rows are sizes, source and destination strides."""
+@jit
+def _copy_chunk(src, src_base, dst, dst_base, geom, chunk, c):
+    """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
+    copy: ``geom`` rows are sizes, source and destination strides.  The one body
+    of both drivers below, called with the same argument types from both (so it
+    compiles once per bit width)."""
     ndim = geom.shape[1]
     shape = geom[0]
-    sst = geom[1]
-    dstr = geom[2]
     total = 1
     for d in range(ndim):
         total *= shape[d]
-    nchunks = (total + chunk - 1) // chunk
-    if parallel and nchunks > 1:
-        for c in prange(nchunks):
-            lo, hi = block_bounds(c, chunk, total)
-            _copy_range(src, src_base, dst, dst_base, shape, sst, dstr, ndim, lo, hi)
-    else:
-        _copy_range(src, src_base, dst, dst_base, shape, sst, dstr, ndim, 0, total)
+    lo, hi = block_bounds(c, chunk, total)
+    _copy_range(src, src_base, dst, dst_base, shape, geom[1], geom[2], ndim, lo, hi)
+
+
+@jit
+def slice_copy(src, src_base, dst, dst_base, geom, chunk, nchunks):
+    """Strided copy, chunk after chunk on the calling thread."""
+    for c in range(nchunks):
+        _copy_chunk(src, src_base, dst, dst_base, geom, chunk, np.int64(c))
+
+
+@jit(parallel=True)
+def slice_copy_parallel(src, src_base, dst, dst_base, geom, chunk, nchunks):
+    """Strided copy, chunks spread over numba's threads."""
+    for c in prange(nchunks):
+        _copy_chunk(src, src_base, dst, dst_base, geom, chunk, np.int64(c))
 
 
 #: Elements compacted at a time by the write pass (the size of its index buffer).
@@ -335,69 +333,86 @@ def _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width
     return row
 
 
-@_inline
-def _count_block(src, sb, mask, shape, strides, ndim, b, block, total, contiguous):
+@jit
+def _count_block(src, sb, mask, geom, block, b, contiguous):
     """Non-zero elements of block ``b`` (elements ``[b*block, (b+1)*block)``)."""
-    lo, hi = block_bounds(b, block, total)
+    ndim = geom.shape[1]
+    shape = geom[0]
+    lo, hi = block_bounds(b, block, _total(shape, ndim))
     if contiguous:
         return _count_row(src, sb + lo, 1, hi - lo, mask)
-    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
+    return _count_range(src, sb, mask, shape, geom[1], ndim, lo, hi)
 
 
-@_inline
-def _write_block(src, sb, mask, shape, strides, ndim, lo, hi, out, ob, rs, cs, width, row,
-                 row_end, contiguous):
-    """:func:`_write_range_flat` for a C-contiguous input, else :func:`_write_range`."""
+@jit
+def _write_block(src, sb, mask, geom, block, b, out, ob, rs, cs, width, row, row_end,
+                 contiguous):
+    """Write block ``b``'s coordinates into rows ``[row, row_end)``; return the row
+    after the last one written.  :func:`_write_range_flat` for a C-contiguous
+    input, else :func:`_write_range`."""
+    ndim = geom.shape[1]
+    shape = geom[0]
+    lo, hi = block_bounds(b, block, _total(shape, ndim))
     if contiguous:
         return _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width,
                                  row, row_end)
-    return _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, ob, rs, cs, width,
+    return _write_range(src, sb, mask, shape, geom[1], ndim, lo, hi, out, ob, rs, cs, width,
                         row, row_end)
 
 
-@njit(parallel=True, cache=True)
-def nonzero(src, src_base, mask, geom, block, out, out_base, rs, cs, width,
-            count, count_pos, parallel, contiguous):
-    """NONZERO_COORDINATES: block counts, an exclusive scan, then ordered writes.
+@_inline
+def _total(shape, ndim):
+    total = 1
+    for d in range(ndim):
+        total *= shape[d]
+    return total
+
+
+@_inline
+def _scan(rows, nblocks):
+    """``rows[b + 1]`` holds block ``b``'s count: make ``rows[b]`` its first row."""
+    rows[0] = 0
+    for b in range(nblocks):
+        rows[b + 1] += rows[b]
+
+
+@jit
+def nonzero(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
+            count, count_pos, contiguous):
+    """NONZERO_COORDINATES on the calling thread: block counts, an exclusive scan,
+    then ordered writes (see :func:`nonzero_parallel`).  A single block needs no
+    scan, so no counting pass either: its write, bounded by the worst case (every
+    element), ends on the count."""
+    rows = np.empty(nblocks + 1, np.int64)
+    if nblocks == 1:
+        rows[0] = 0
+        rows[1] = _total(geom[0], geom.shape[1])
+    else:
+        for b in range(nblocks):
+            rows[b + 1] = _count_block(src, src_base, mask, geom, block, np.int64(b), contiguous)
+        _scan(rows, nblocks)
+    end = 0
+    for b in range(nblocks):
+        end = _write_block(src, src_base, mask, geom, block, np.int64(b), out, out_base, rs, cs,
+                           width, rows[b], rows[b + 1], contiguous)
+    count[count_pos] = end
+
+
+@jit(parallel=True)
+def nonzero_parallel(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
+                     count, count_pos, contiguous):
+    """NONZERO_COORDINATES over numba's threads (``nblocks >= 2``).
 
     Block ``b`` holds elements ``[b*block, (b+1)*block)`` of the row-major
     order.  Pass 1 counts each block's non-zeros; the exclusive scan of the
     counts gives each block its first output row; pass 2 writes each block's
     rows.  The result is in ascending element order with no sort and no atomics.
     """
-    ndim = geom.shape[1]
-    shape = geom[0]
-    strides = geom[1]
-    total = 1
-    for d in range(ndim):
-        total *= shape[d]
-    nblocks = max(1, (total + block - 1) // block)
-    if nblocks == 1:
-        # One block: no scan needed, so no counting pass either; the write pass
-        # (bounded by the worst case, ``total`` rows) ends on the count.
-        count[count_pos] = _write_block(src, src_base, mask, shape, strides, ndim, 0, total,
-                                        out, out_base, rs, cs, width, 0, total, contiguous)
-        return
     rows = np.empty(nblocks + 1, np.int64)
-    if parallel:
-        for b in prange(nblocks):
-            rows[b + 1] = _count_block(src, src_base, mask, shape, strides, ndim, b, block,
-                                       total, contiguous)
-    else:
-        for b in range(nblocks):
-            rows[b + 1] = _count_block(src, src_base, mask, shape, strides, ndim, b, block,
-                                       total, contiguous)
-    rows[0] = 0
-    for b in range(nblocks):
-        rows[b + 1] += rows[b]
-    if parallel:
-        for b in prange(nblocks):
-            lo, hi = block_bounds(b, block, total)
-            _write_block(src, src_base, mask, shape, strides, ndim, lo, hi,
-                         out, out_base, rs, cs, width, rows[b], rows[b + 1], contiguous)
-    else:
-        for b in range(nblocks):
-            lo, hi = block_bounds(b, block, total)
-            _write_block(src, src_base, mask, shape, strides, ndim, lo, hi,
-                         out, out_base, rs, cs, width, rows[b], rows[b + 1], contiguous)
+    for b in prange(nblocks):
+        rows[b + 1] = _count_block(src, src_base, mask, geom, block, np.int64(b), contiguous)
+    _scan(rows, nblocks)
+    for b in prange(nblocks):
+        _write_block(src, src_base, mask, geom, block, np.int64(b), out, out_base, rs, cs,
+                     width, rows[b], rows[b + 1], contiguous)
     count[count_pos] = rows[nblocks]

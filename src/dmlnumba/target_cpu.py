@@ -6,14 +6,18 @@ on first use, so ``import dmlnumba`` stays light.
 """
 
 import functools
+import os
 
 import numpy as np
 
 from . import config
+from .compiling import run as _run
 from .layout import c_strides, extent, slice_geometry
-from .validation import nonzero_mask, uint_of_size
+from .validation import host_array, nonzero_mask, uint_of_size
 
 name = "cpu"
+#: Largest nonzero input (None: no limit beyond the coordinate type's).
+MAX_ELEMENTS = None
 _kernels = None
 _masks = {}
 
@@ -26,10 +30,84 @@ def kernels():
     return _kernels
 
 
+_fork_child = False
+
+
+def _mark_fork_child():
+    global _fork_child
+    _fork_child = True
+
+
+os.register_at_fork(after_in_child=_mark_fork_child)
+
+
+def _threads_ok():
+    """Whether a parallel kernel may run in this process.  GNU OpenMP's thread
+    pool does not survive ``fork()``: numba's ``omp`` layer kills a forked child
+    that enters a parallel region once the parent has started the pool.  Such a
+    child runs every kernel on its own thread instead (same results)."""
+    if not _fork_child:
+        return True
+    import numba
+    try:
+        return numba.threading_layer() != "omp"
+    except ValueError:  # no thread pool was started before the fork
+        return True
+
+
+def _copy(src, src_base, dst, dst_base, geom, size):
+    """Run the slice kernel over ``size`` output elements: on numba's threads
+    where the copy is large enough to gain from them."""
+    k = kernels()
+    chunk = config.CPU_SLICE_CHUNK
+    nchunks = -(-size // chunk)
+    bits = 8 * src.itemsize
+    if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
+        _run(k.slice_copy_parallel, ("slice1", bits, "parallel"), src, src_base, dst, dst_base,
+             geom, chunk, nchunks)
+    else:
+        _run(k.slice_copy, ("slice1", bits), src, src_base, dst, dst_base, geom, chunk, nchunks)
+
+
+def _nonzero(src, src_base, mask, geom, size, out, out_base, rs, cs, width, count, count_pos,
+             contiguous):
+    """Run the nonzero kernel over an input of ``size`` elements (see :func:`_copy`)."""
+    k = kernels()
+    block = config.CPU_NONZERO_BLOCK
+    nblocks = max(1, -(-size // block))
+    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
+    args = (src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width, count,
+            count_pos, contiguous)
+    if nblocks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
+        _run(k.nonzero_parallel, key + ("parallel",), *args)
+    else:
+        _run(k.nonzero, key, *args)
+
+
 def describe(a, name, func):
-    if type(a) is not np.ndarray and not isinstance(a, np.ndarray):
+    if not isinstance(a, np.ndarray):
         raise TypeError(f"{func}(): {name} must be an array, not {type(a).__name__}")
-    return a
+    return host_array(a, name, func)
+
+
+def overlaps(a, b):
+    """Whether ``a`` and ``b`` may share memory (bounds only: a yes costs a copy)."""
+    return np.may_share_memory(a, b)
+
+
+def shares_memory(a, b):
+    """Whether ``a`` and ``b`` share memory (exact)."""
+    return bool(np.shares_memory(a, b))
+
+
+def copy_into(src, dst, stream=None):
+    """``dst[...] = src`` for arrays of the same number of elements per row."""
+    np.copyto(dst, src.reshape(dst.shape))
+
+
+def leading_rows(coords, n):
+    """The first ``n`` rows of a coordinates matrix ((R, N) or DirectML's padded shapes)."""
+    return coords[..., :n, :]
 
 
 def is_writeable(a):
@@ -97,13 +175,11 @@ def slice1_runner(x, starts, steps, out_shape):
     _, sbase, sstr = flat(x, False)
     geom, off = slice_geometry(out_shape, starts, steps, sstr, c_strides(tuple(out_shape)))
     base = sbase + off
-    copy = kernels().slice_copy
     read = _reader(x)
 
     def run(x):
         out = np.empty(out_shape, dtype)
-        copy(read(x), base, out.ravel().view(u), 0, geom, config.CPU_SLICE_CHUNK,
-             size >= config.CPU_PARALLEL_MIN)
+        _copy(read(x), base, out.ravel().view(u), 0, geom, size)
         return out
     return run
 
@@ -118,8 +194,7 @@ def slice1(x, starts, steps, out, stream=None, fresh=False):
     src, sbase, sstr = flat(x, False)
     dst, dbase, dstr = flat(out, True)
     geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
-    kernels().slice_copy(src, sbase + off, dst, dbase, geom, config.CPU_SLICE_CHUNK,
-                         out.size >= config.CPU_PARALLEL_MIN)
+    _copy(src, sbase + off, dst, dbase, geom, out.size)
 
 
 def _mask(dtype):
@@ -150,14 +225,12 @@ def nonzero_runner(x, width, dtype):
     geom = _nonzero_geometry(x.shape, sstr)
     contiguous = bool(x.flags.c_contiguous)
     view = u != dtype
-    run_kernel = kernels().nonzero
     read = _reader(x)
 
     def run(x):
         cnt = np.empty(1, u)
         crd = np.empty(n * width, u)
-        run_kernel(read(x), sbase, mask, geom, config.CPU_NONZERO_BLOCK, crd, 0, width, 1,
-                   width, cnt, 0, n >= config.CPU_PARALLEL_MIN, contiguous)
+        _nonzero(read(x), sbase, mask, geom, n, crd, 0, width, 1, width, cnt, 0, contiguous)
         crd = crd.reshape(shape)
         if view:
             return cnt.view(dtype), crd.view(dtype)
@@ -178,6 +251,5 @@ def nonzero(x, width, count, coords, stream=None):
         out, obase, rs, cs = cnt, cbase, 0, 0
     mask = _mask(x.dtype)
     geom = _nonzero_geometry(x.shape, sstr)
-    kernels().nonzero(src, sbase, mask, geom, config.CPU_NONZERO_BLOCK, out, obase, rs, cs,
-                      width, cnt, cbase, x.size >= config.CPU_PARALLEL_MIN,
-                      bool(x.flags.c_contiguous))
+    _nonzero(src, sbase, mask, geom, x.size, out, obase, rs, cs, width, cnt, cbase,
+             bool(x.flags.c_contiguous))

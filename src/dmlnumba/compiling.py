@@ -1,0 +1,125 @@
+"""Compiling the CPU kernels: numba's on-disk cache where it can be used, and a
+first call that explains itself.
+
+- :func:`jit` is ``numba.njit(cache=True)``, except where numba finds no writable
+  cache location (a read-only install, no home directory): then the kernels
+  compile in memory, and one warning says so.
+- :func:`run` calls a kernel.  The first call of each specialisation (kernel and
+  bit widths) in a process is watched: if it takes more than a second (numba is
+  compiling), one log line says what is happening and which command compiles
+  ahead of time; if numba's cache entry for it cannot be read (a truncated or
+  corrupt file), the cache index is reset and the kernel recompiled, once, with a
+  warning.  After the first call, a call is the kernel call plus a set lookup.
+
+numba offers no public way to reset one function's cache, so the reset uses
+the dispatcher's cache object (``_cache.flush()``, falling back to
+``_cache.disable()`` where the index cannot be written).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+import warnings
+from typing import Any, Callable
+
+log = logging.getLogger("dmlnumba")
+
+#: Every dispatcher made by :func:`jit`, so that a bad cache entry anywhere in a
+#: kernel's call tree can be reset.
+_dispatchers: list[Any] = []
+_warm: set[tuple] = set()
+_lock = threading.Lock()
+_warned_no_cache = False
+
+#: Seconds a first call may take before the compile notice is logged (a first call
+#: that loads from a warm cache takes up to about 1.2 s on a 2-core machine; a
+#: compile, 2 to 5 s).
+NOTICE_AFTER = 1.5
+
+
+def jit(func: Callable | None = None, **opts: Any) -> Any:
+    """``numba.njit(cache=True, **opts)``, or without the cache where numba has nowhere
+    to write it."""
+    if func is None:
+        return lambda f: jit(f, **opts)
+    from numba import njit
+
+    global _warned_no_cache
+    try:
+        d = njit(cache=True, **opts)(func)
+    except RuntimeError as e:  # numba: "cannot cache function ...: no locator available"
+        if "cannot cache" not in str(e):
+            raise
+        if not _warned_no_cache:
+            _warned_no_cache = True
+            warnings.warn(
+                "dmlnumba: numba has no writable cache directory here, so kernels compile in "
+                "memory on every run; set NUMBA_CACHE_DIR to a writable directory to keep them",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        d = njit(**opts)(func)
+    _dispatchers.append(d)
+    return d
+
+
+def _from_cache(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while numba read its cache."""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename.replace("\\", "/").endswith("numba/core/caching.py"):
+            return True
+    return False
+
+
+def _reset_caches() -> None:
+    for d in _dispatchers:
+        cache = getattr(d, "_cache", None)
+        if cache is None:
+            continue
+        try:
+            cache.flush()
+        except OSError:
+            cache.disable()
+
+
+def run(kernel: Callable, key: tuple, *args: Any) -> Any:
+    """``kernel(*args)``; ``key`` names its specialisation (kernel name and bit widths)."""
+    if key in _warm:
+        return kernel(*args)
+    return _first_call(kernel, key, args)
+
+
+def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
+    name = "/".join(str(k) for k in key)
+    timer = threading.Timer(
+        NOTICE_AFTER,
+        log.warning,
+        (
+            "dmlnumba: compiling the CPU kernel %s, once per machine and numba version (a few "
+            "seconds; `python -m dmlnumba compile` compiles every kernel ahead of time)",
+            name,
+        ),
+    )
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            result = kernel(*args)
+        except Exception as e:
+            if not _from_cache(e):
+                raise
+            warnings.warn(
+                f"dmlnumba: numba's cached code for {name} could not be read ({type(e).__name__}: "
+                f"{e}); recompiling it",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            with _lock:
+                _reset_caches()
+            result = kernel(*args)
+    finally:
+        timer.cancel()
+    _warm.add(key)
+    return result
