@@ -123,28 +123,32 @@ def nonzero_coordinates(input, width=None, *, dtype=np.uint32, out_count=None,
     return _nonzero(input, width, dtype, out_count, out_coordinates, device, stream)[1:]
 
 
-def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream):
+def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream,
+             f="nonzero_coordinates"):
     key = None
     if (out_count is None and out_coordinates is None and _cpu_fresh(input, device, stream)
             and (width is None or type(width) is int)):
-        key = ("nonzero", input.dtype, input.shape, input.strides, width, dtype, type(dtype))
+        key = (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype))
         try:
             run = _runners.get(key)
         except TypeError:  # an unhashable dtype argument: the checks below say what is wrong
             run = key = None
         if run is not None:
             return (target_cpu,) + run(input)
-    f = "nonzero_coordinates"
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
     v.check_ndim(x.ndim, f)
     v.check_strides(x, "input", f)
-    w = v.nonzero_width(x.shape, width)
-    dt = v.coord_dtype(dtype, x.size)
+    w = v.nonzero_width(x.shape, width, f)
+    dt = v.coord_dtype(dtype, x.size, f)
+    if target.MAX_ELEMENTS is not None and x.size > target.MAX_ELEMENTS:
+        raise ValueError(f"{f}(): input has {x.size} elements; the {target.name} target counts "
+                         f"at most {target.MAX_ELEMENTS}")
     if key is not None:
         _remember(key, lambda: target_cpu.nonzero_runner(x, w, dt))
         return (target_cpu,) + _runners[key](x)
+    oc = ox = None
     if out_count is not None:
         oc = _check_out(target, out_count, dt, None, "out_count", f)
         if oc.size != 1:
@@ -152,15 +156,29 @@ def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream):
                              f"exactly one element")
     if out_coordinates is not None:
         ox = _check_out(target, out_coordinates, dt, None, "out_coordinates", f)
-        v.coordinates_matrix_shape(ox.shape, x.size, w)
-    if out_count is None:
-        out_count = target.empty((1,), dt, stream, x)
-        oc = target.describe(out_count, "out_count", f)
-    if out_coordinates is None:
-        out_coordinates = target.empty((x.size, w), dt, stream, x)
-        ox = target.describe(out_coordinates, "out_coordinates", f)
-    target.nonzero(x, w, oc, ox, stream)
-    return target, out_count, out_coordinates
+        v.coordinates_matrix_shape(ox.shape, x.size, w, f=f)
+    if oc is not None and ox is not None and target.shares_memory(oc, ox):
+        raise ValueError(f"{f}(): out_count and out_coordinates overlap in memory; the count "
+                         f"would overwrite a coordinate")
+    # An output that overlaps the input: the result is computed into new arrays,
+    # then copied (as if the input had been read first).
+    aliased = [(o, name) for o, name in ((oc, "count"), (ox, "coordinates"))
+               if o is not None and target.overlaps(x, o)]
+    if out_count is None or aliased:
+        out_count_new = target.empty((1,), dt, stream, x)
+        tc = target.describe(out_count_new, "out_count", f)
+    if out_coordinates is None or aliased:
+        out_coordinates_new = target.empty((x.size, w), dt, stream, x)
+        tx = target.describe(out_coordinates_new, "out_coordinates", f)
+    target.nonzero(x, w, tc if oc is None or aliased else oc,
+                   tx if ox is None or aliased else ox, stream)
+    if aliased:
+        if oc is not None:
+            target.copy_into(tc, oc, stream)
+        if ox is not None and x.size and w:
+            target.copy_into(tx, target.leading_rows(ox, x.size), stream)
+    return (target, out_count_new if out_count is None else out_count,
+            out_coordinates_new if out_coordinates is None else out_coordinates)
 
 
 def argwhere(input, *, device=None, stream=None):
@@ -169,7 +187,8 @@ def argwhere(input, *, device=None, stream=None):
 
     On CUDA this reads the count back to the host, so it waits for the GPU once.
     """
-    target, count, coords = _nonzero(input, None, np.int64, None, None, device, stream)
+    target, count, coords = _nonzero(input, None, np.int64, None, None, device, stream,
+                                     "argwhere")
     n = target.read_count(count, stream)
     rows = coords[:n]
     if 2 * n < coords.shape[0]:

@@ -65,12 +65,46 @@ CUDA_SLICE_ROWS = 32
 CUDA_SLICE_TILES = 4096
 
 
+#: Each setting's allowed values from the environment: (least, most, multiple of).
+_RANGES = {
+    "CPU_NONZERO_BLOCK": (1, 1 << 40, 1),
+    "CPU_SLICE_CHUNK": (1, 1 << 40, 1),
+    "CPU_PARALLEL_MIN": (0, 1 << 62, 1),
+    "CUDA_THREADS": (32, 1024, 32),
+    "CUDA_NONZERO_ITEMS": (4, 1024, 1),
+    "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),
+    "CUDA_NONZERO_TILES": (1, 1 << 24, 1),
+    "CUDA_NONZERO_MAX_REGISTERS": (0, 255, 1),
+    "CUDA_NONZERO_VECTOR": (0, 1, 1),
+    "CUDA_NONZERO_LOOKBACK": (1, 1024, 1),
+    "CUDA_NONZERO_BACKOFF": (0, 1 << 20, 1),
+    "CUDA_SLICE_ITEMS": (1, 64, 1),
+    "CUDA_SLICE_ROWS": (1, 1 << 16, 1),
+    "CUDA_SLICE_TILES": (1, 1 << 24, 1),
+}
+
+#: What was wrong with the environment's settings (None: nothing); every call
+#: raises it as a ValueError, so that ``import dmlnumba`` itself never fails.
+ENV_ERROR = None
+
+
 def _from_env():
     import os
+    global ENV_ERROR
     g = globals()
-    for k in list(g):
-        if k.isupper() and f"DMLNUMBA_{k}" in os.environ:
-            g[k] = int(os.environ[f"DMLNUMBA_{k}"])
+    for k, (lo, hi, mult) in _RANGES.items():
+        var = f"DMLNUMBA_{k}"
+        raw = os.environ.get(var)
+        if raw is None:
+            continue
+        t = raw.strip()
+        ok = t.isascii() and t.lstrip("-").isdigit() and lo <= int(t) <= hi and int(t) % mult == 0
+        if not ok:
+            every = f", a multiple of {mult}" if mult > 1 else ""
+            ENV_ERROR = (f"environment variable {var}={raw!r} is not valid: it must be an integer "
+                         f"from {lo} to {hi}{every} (or unset)")
+            continue
+        g[k] = int(t)
 
 
 _from_env()

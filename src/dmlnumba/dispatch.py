@@ -8,19 +8,52 @@ is copied there first.  Target modules are imported on first use, so that
 ``import dmlnumba`` imports neither numba's CPU compiler nor ``numba.cuda``.
 """
 
+import importlib.util
+import os
+
 import numpy as np
 
-from . import target_cpu
+from . import config, target_cpu
+from .validation import host_array
 
 _cuda = None
 
 
-def cuda_target():
+class DeviceUnavailableError(ValueError):
+    """The device a call asked for cannot be used here (no GPU, no driver, no
+    numba-cuda, no such device index)."""
+
+
+def cuda_target(func="dmlnumba"):
+    """The CUDA target module, or :class:`DeviceUnavailableError` saying what to
+    install or set where it cannot run."""
     global _cuda
     if _cuda is None:
+        if importlib.util.find_spec("numba_cuda") is None:
+            raise DeviceUnavailableError(
+                f"{func}(): the CUDA target needs numba-cuda, which is not installed: "
+                f"pip install 'dmlnumba[cuda]'")
+        from numba import cuda
+        if not cuda.is_available():
+            raise DeviceUnavailableError(
+                f"{func}(): no usable CUDA GPU here (numba.cuda.is_available() is False: no "
+                f"NVIDIA GPU, or no driver). Run on the CPU (device='cpu'), or set "
+                f"NUMBA_ENABLE_CUDASIM=1 before importing numba to use numba's CUDA simulator")
         from . import target_cuda
         _cuda = target_cuda
     return _cuda
+
+
+def _cuda_device(dev, func):
+    """The CUDA target for ``("cuda", index)``, with the index checked."""
+    t = cuda_target(func)
+    if dev[1] is not None and not os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        n = t.device_count()
+        if dev[1] >= n:
+            raise DeviceUnavailableError(
+                f"{func}(): device 'cuda:{dev[1]}' does not exist; this machine has {n} CUDA "
+                f"device{'s' if n != 1 else ''} (cuda:0 to cuda:{n - 1})")
+    return t
 
 
 #: Types whose instances always export ``__cuda_array_interface__`` (CuPy's and
@@ -47,9 +80,9 @@ def _is_cuda_array(x):
 def _to_numpy(x, func, name):
     """A host input as a NumPy array, without a copy where possible."""
     if isinstance(x, np.ndarray):
-        return x
+        return host_array(x, name, func)
     if _is_cuda_array(x):
-        return cuda_target().to_host(x)
+        return cuda_target(func).to_host(x)
     if hasattr(x, "__dlpack__") and not isinstance(x, type):
         try:
             return np.from_dlpack(x)
@@ -72,22 +105,24 @@ def parse_device(device, func):
         return ("cpu", None)
     if d == "cuda":
         return ("cuda", None)
-    if d.startswith("cuda:") and d[5:].isdigit():
+    if d.startswith("cuda:") and d[5:].isascii() and d[5:].isdigit():
         return ("cuda", int(d[5:]))
     raise ValueError(f"{func}(): unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or None")
 
 
 def resolve(x, device, func, name="input"):
     """``(target, array)``: the target module and the input as that target's array."""
+    if config.ENV_ERROR:
+        raise ValueError(f"{func}(): {config.ENV_ERROR}")
     dev = parse_device(device, func)
     if dev is None:
         if _is_cuda_array(x) and not isinstance(x, np.ndarray):
-            t = cuda_target()
+            t = cuda_target(func)
             return t, t.as_device_array(x, None, func, name)
         return target_cpu, _to_numpy(x, func, name)
     if dev[0] == "cpu":
         return target_cpu, _to_numpy(x, func, name)
-    t = cuda_target()
+    t = _cuda_device(dev, func)
     if not _is_cuda_array(x):
         x = _to_numpy(x, func, name)
     return t, t.as_device_array(x, dev[1], func, name)

@@ -19,8 +19,11 @@ from . import kernels_cuda as K
 from .dispatch import _is_cuda_array
 from .layout import c_strides, extent, slice_geometry
 from .validation import nonzero_mask, uint_of_size
+from .validation import shares_memory as shares_memory_exact
 
 name = "cuda"
+#: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
+MAX_ELEMENTS = (1 << K.VALUE_BITS) - 1
 
 # numba warns on every launch of a small grid; for small inputs that is expected,
 # and the warning machinery costs more than the launch.  Respect an explicit setting.
@@ -338,6 +341,40 @@ def _reserve(ntiles, s, where):
     return sc, sc.epoch, base
 
 
+def device_count():
+    return len(cuda.gpus)
+
+
+def overlaps(a, b):
+    """Whether ``a`` and ``b`` may share memory (their address ranges meet; a yes
+    costs a copy).  A staged NumPy input is on the host, apart from any output."""
+    if a.host is not None or b.host is not None:
+        return False
+    return _overlaps(a, b)
+
+
+def shares_memory(a, b):
+    """Whether ``a`` and ``b`` share memory (exact)."""
+    return shares_memory_exact(a.ptr, a.shape, a.strides, a.itemsize,
+                               b.ptr, b.shape, b.strides, b.itemsize)
+
+
+def copy_into(src, dst, stream):
+    """``dst[...] = src`` on the device, for views of the same number of elements
+    (``src`` C-contiguous, as the call's own new arrays are)."""
+    shape = tuple(dst.shape)
+    strides = tuple(s * src.itemsize for s in c_strides(shape))
+    v = DeviceView(src.obj, shape, strides, src.dtype, src.ptr, False, src.device)
+    slice1(v, (0,) * len(shape), (1,) * len(shape), dst, stream)
+
+
+def leading_rows(coords, n):
+    """The first ``n`` rows of a coordinates matrix ((R, N) or DirectML's padded shapes)."""
+    shape = tuple(coords.shape[:-2]) + (n, coords.shape[-1])
+    return DeviceView(coords.obj, shape, coords.strides, coords.dtype, coords.ptr,
+                      coords.readonly, coords.device)
+
+
 def _overlaps(a, b):
     if a.size == 0 or b.size == 0:
         return False
@@ -408,7 +445,7 @@ def slice1(x, starts, steps, out, stream, fresh=False):
         if not fresh and _overlaps(x, out):
             tmp = _view_of(cuda.device_array(out.shape, out.dtype, stream=s), x.device)
             slice1(x, starts, steps, tmp, stream)
-            slice1(tmp, [0] * out.ndim, [1] * out.ndim, out, stream)
+            slice1(tmp, (0,) * out.ndim, (1,) * out.ndim, out, stream)
             return
         key = ("slice", x.shape, x.strides, x.itemsize, out.shape, out.strides, starts, steps,
                config.CUDA_THREADS, config.CUDA_SLICE_ITEMS, config.CUDA_SLICE_ROWS,
@@ -471,9 +508,6 @@ def nonzero(x, width, count, coords, stream):
                 zero = np.zeros(1, uint_of_size(count.itemsize))
                 cuda.as_cuda_array(f)[cbase:cbase + 1].copy_to_device(zero, stream=s)
             return
-        if x.size >> K.VALUE_BITS:
-            raise ValueError(f"nonzero_coordinates(): input has {x.size} elements; the CUDA "
-                             f"target counts at most 2**{K.VALUE_BITS} - 1")
         key = ("nonzero", x.shape, x.strides, x.dtype, width, count.shape, count.strides,
                count.itemsize, coords.shape, coords.strides, config.CUDA_THREADS,
                config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_MIN_ITEMS, config.CUDA_NONZERO_TILES,

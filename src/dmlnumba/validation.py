@@ -7,6 +7,7 @@ array is left untouched when a call fails.  Errors follow NumPy's conventions:
 and the message names the parameter, the dimension and the values.
 """
 
+import collections.abc
 import operator
 
 import numpy as np
@@ -76,9 +77,12 @@ def int_tuple(values, name, ndim, func):
         if values.dtype.kind not in "iu":
             raise TypeError(f"{func}(): {name} must hold integers, not {values.dtype}")
         values = values.tolist()
-    elif isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+    elif isinstance(values, (str, bytes)) or not isinstance(
+            values, (tuple, list, range, collections.abc.Sequence)):
+        # Ordered sequences only: a dict would be read by its keys, a set in hash order.
         raise TypeError(
-            f"{func}(): {name} must be a sequence of {ndim} integers, not {type(values).__name__}")
+            f"{func}(): {name} must be a sequence of {ndim} integers, not "
+            f"{type(values).__name__}")
     if len(values) != ndim:
         raise ValueError(
             f"{func}(): {name} has {len(values)} values but input has {ndim} dimensions")
@@ -184,17 +188,84 @@ def check_strides(a, name, func):
 
 
 def check_no_overlap(out, name, func):
-    """An output may not write one memory location twice (zero or overlapping strides)."""
-    if out.size == 0:
-        return
-    dims = sorted((abs(s), n) for s, n in zip(out.strides, out.shape) if n > 1)
-    reach = out.dtype.itemsize
+    """An output may not hold one memory location twice (zero or interleaved strides
+    that collide); see :func:`self_overlaps`."""
+    if self_overlaps(out.shape, out.strides, out.itemsize):
+        raise ValueError(
+            f"{func}(): {name} has overlapping memory (strides {tuple(out.strides)}, shape "
+            f"{tuple(out.shape)}); it must be able to hold every element separately")
+
+
+def self_overlaps(shape, strides, itemsize):
+    """Whether two elements of an array of this layout share a byte (exact).
+
+    The quick test: with dimensions sorted by stride, each stride reaches past
+    everything the smaller ones span (true of every C, F, permuted or sliced
+    layout).  Where it fails, the answer is decided exactly: a zero stride, or
+    more bytes of elements than bytes spanned, overlaps for certain; otherwise
+    (an interleaved layout) the element offsets are sorted and compared, which
+    takes memory proportional to the array, never more than the bytes it spans.
+    """
+    dims = sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1)
+    if any(n == 0 for n in shape) or not dims:
+        return False
+    reach = itemsize
     for s, n in dims:
         if s < reach:
-            raise ValueError(
-                f"{func}(): {name} has overlapping memory (strides {tuple(out.strides)}, shape "
-                f"{tuple(out.shape)}); it must be able to hold every element separately")
+            break
         reach = s * (n - 1) + reach
+    else:
+        return False
+    if dims[0][0] == 0:
+        return True
+    span = sum(s * (n - 1) for s, n in dims) + itemsize
+    size = 1
+    for _, n in dims:
+        size *= n
+    if size * itemsize > span:
+        return True
+    offs = np.zeros(1, np.int64)
+    for s, n in dims:
+        offs = (offs[:, None] + np.arange(n, dtype=np.int64) * s).reshape(-1)
+    offs.sort()
+    return bool((np.diff(offs) < itemsize).any())
+
+
+class _Addresses:
+    """An ``__array_interface__`` over an address range that is never read."""
+
+    def __init__(self, ptr, shape, strides, itemsize):
+        self.__array_interface__ = {"shape": tuple(shape), "strides": tuple(strides),
+                                    "typestr": f"|V{itemsize}", "data": (ptr, True),
+                                    "version": 3}
+
+
+def shares_memory(a_ptr, a_shape, a_strides, a_itemsize, b_ptr, b_shape, b_strides,
+                  b_itemsize):
+    """Whether two strided arrays, given by the address of element 0, shape, byte
+    strides and item size, share a byte (exact: ``numpy.shares_memory`` on
+    stand-in arrays over the same addresses, which only does arithmetic on them).
+    Works for device addresses too."""
+    if 0 in a_shape or 0 in b_shape:
+        return False
+    a = np.asarray(_Addresses(a_ptr, a_shape, a_strides, a_itemsize))
+    b = np.asarray(_Addresses(b_ptr, b_shape, b_strides, b_itemsize))
+    return bool(np.shares_memory(a, b))
+
+
+def host_array(a, name, func):
+    """A NumPy input or output as the plain ndarray the kernels see.
+
+    ndarray subclasses (matrix, memmap, recarray, ...) are read through their
+    ndarray data, as ``numpy.asarray`` reads them (a matrix stays 2-d; nothing is
+    copied); a masked array is refused, since its mask would be ignored."""
+    if type(a) is np.ndarray:
+        return a
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(
+            f"{func}(): {name} is a numpy.ma.MaskedArray, whose mask dmlnumba would ignore; "
+            f"pass {name}.filled(0) (or {name}.data) instead")
+    return np.ndarray.view(a, np.ndarray)
 
 
 def effective_rank(shape):
@@ -207,8 +278,7 @@ def effective_rank(shape):
     return r
 
 
-def nonzero_width(shape, width):
-    f = "nonzero_coordinates"
+def nonzero_width(shape, width, f="nonzero_coordinates"):
     ndim = len(shape)
     lo = effective_rank(shape)
     if width is None:
@@ -226,11 +296,10 @@ def nonzero_width(shape, width):
     return width
 
 
-def coord_dtype(dtype, size):
-    f = "nonzero_coordinates"
+def coord_dtype(dtype, size, f="nonzero_coordinates"):
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"{f}(): dtype {dtype!r} is not a NumPy dtype") from None
     if dt not in COORD_DTYPES:
         raise TypeError(f"{f}(): dtype {dt} is not supported; use one of {_names(COORD_DTYPES)}")
@@ -241,10 +310,10 @@ def coord_dtype(dtype, size):
     return dt
 
 
-def coordinates_matrix_shape(out_shape, rows, width, name="out_coordinates"):
+def coordinates_matrix_shape(out_shape, rows, width, name="out_coordinates",
+                             f="nonzero_coordinates"):
     """Where ``out_coordinates`` has shape (R, N), (1, 1, R, N) or (1, 1, 1, R, N) with
     R >= rows and N == width, return R; else raise ValueError."""
-    f = "nonzero_coordinates"
     out_shape = tuple(out_shape)
     lead = out_shape[:-2]
     if len(out_shape) not in (2, 4, 5) or any(n != 1 for n in lead):

@@ -26,8 +26,9 @@ def window(shape, index):
         raise TypeError(f"window(): shape must be a sequence of integers, not {shape!r}") from None
     ndim = len(shape)
     check_ndim(ndim, "window", "shape")
-    if any(n < 0 for n in shape):
-        raise ValueError(f"window(): shape {shape} has a negative size")
+    if any(n < 0 or n > (1 << 63) - 1 for n in shape):
+        raise ValueError(f"window(): shape {shape} has a size that is negative or does not "
+                         f"fit in int64")
     if not isinstance(index, tuple):
         index = (index,)
     n_ell = sum(1 for i in index if i is Ellipsis)
@@ -56,7 +57,7 @@ def window(shape, index):
     offsets, sizes, strides, out = [], [], [], []
     for d, (sl, n) in enumerate(zip(index, shape)):
         start, stop, step = sl.indices(n)
-        length = len(range(start, stop, step))
+        length = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
         if length == 0:
             raise ValueError(
                 f"window(): index {sl} selects no elements of dimension {d} (size {n}); SLICE1 "
