@@ -1,6 +1,9 @@
-"""``python -m dmlnumba [--device DEV]``: the SPEC's worked examples, then a short timing."""
+"""``python -m dmlnumba [--device DEV]``: the worked examples of the contract (docs/SPEC.md),
+then a short timing.
+``python -m dmlnumba compile [--device DEV]``: compile every kernel ahead of time."""
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -22,7 +25,69 @@ def _best(fn, repeat=20):
     return float(np.median(ts))
 
 
+#: One input per specialisation: (operator, dtype, coordinate dtype or None).
+_CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")] + [
+    ("nonzero", t, c) for t in ("uint8", "uint16", "float32", "float64")
+    for c in ("uint32", "uint64")]
+
+
+def _bar(done, total, label, stream):
+    width = 30
+    fill = width * done // total
+    line = f"[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label}"
+    if stream.isatty():
+        stream.write("\r" + line.ljust(100)[:100])
+    else:
+        stream.write(line + "\n")
+    stream.flush()
+
+
+def compile_all(device=None, stream=sys.stderr):
+    """Compile (or load from numba's cache) every kernel a call on ``device`` can use:
+    each bit width of both operators, for small inputs (one thread) and large ones
+    (all threads), and both coordinate widths of nonzero.  Returns the seconds taken."""
+    import logging
+
+    from . import config
+
+    log = logging.getLogger("dmlnumba")
+    level = log.level
+    log.setLevel(logging.ERROR)  # the bar says what is compiling
+    try:
+        return _compile_steps(device, stream, config)
+    finally:
+        log.setLevel(level)
+
+
+def _compile_steps(device, stream, config):
+    big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
+    steps = [(op, t, c, n) for op, t, c in _CASES for n in (2, big)]
+    t0 = time.perf_counter()
+    for i, (op, t, c, n) in enumerate(steps):
+        _bar(i, len(steps), f"{op} {t}{' -> ' + c if c else ''}, {n} elements", stream)
+        x = np.ones(n, t)
+        if op == "slice1":
+            dmlnumba.slice1(x, (0,), (n,), (-1,), device=device)
+        else:
+            dmlnumba.nonzero_coordinates(x, dtype=c, device=device)
+    took = time.perf_counter() - t0
+    _bar(len(steps), len(steps), f"done in {took:.1f} s", stream)
+    if stream.isatty():
+        stream.write("\n")
+    return took
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["compile"]:
+        p = argparse.ArgumentParser(
+            prog="python -m dmlnumba compile",
+            description="Compile every kernel for this machine ahead of time (into numba's "
+                        "cache), so that no later call waits for the compiler.")
+        p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+        args = p.parse_args(argv[1:])
+        compile_all(args.device)
+        return
     p = argparse.ArgumentParser(prog="python -m dmlnumba", description=__doc__)
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: where the input lives)")
     p.add_argument("--no-timing", action="store_true")
