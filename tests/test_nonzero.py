@@ -239,3 +239,43 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
     dx = x if device == "cpu" else device_view(to_device(buf, device), view_of, buf)
     count, coords = dmlnumba.nonzero_coordinates(dx, device=device)
     _assert_matches_argwhere(x, count, coords)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("density", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("shape", [(50,), (7, 9, 11)])
+def test_max_count_bounds_the_rows_and_keeps_the_true_count(device, density, shape, small_blocks):
+    """``max_count``: overflow (fewer rows than non-zeros), an exact fit and zero rows;
+    the count is always the true count."""
+    rng = np.random.default_rng(3)
+    x = (rng.random(shape) < density).astype(np.float32) * 2
+    ref = np.argwhere(x)
+    n = len(ref)
+    for m in sorted({0, n // 2, n, n + 3}):
+        count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), max_count=m)
+        count, coords = to_host(count), to_host(coords)
+        assert coords.shape == (m, x.ndim)
+        assert int(count[0]) == n
+        k = min(n, m)
+        np.testing.assert_array_equal(coords[:k], ref[:k])
+    # A caller's buffer: only max_count rows are needed, and rows past them stay untouched.
+    m = n // 2
+    buf = np.full((m + 2, x.ndim), 77, np.uint32)
+    out = to_device(buf, device)
+    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), max_count=m,
+                                                 out_coordinates=out)
+    got = to_host(coords)
+    assert int(to_host(count)[0]) == n
+    np.testing.assert_array_equal(got[:m], ref[:m])
+    assert (got[m:] == 77).all()
+
+
+def test_max_count_argument_errors():
+    x = np.ones(4, np.float32)
+    for bad, exc in [(-1, ValueError), (True, TypeError), (1.5, TypeError), ("2", TypeError),
+                     (2**32, ValueError)]:
+        with pytest.raises(exc, match=r"max_count"):
+            dmlnumba.nonzero_coordinates(x, max_count=bad)
+    with pytest.raises(ValueError, match=r"out_coordinates has 2 rows, too few"):
+        dmlnumba.nonzero_coordinates(x, max_count=3,
+                                     out_coordinates=np.zeros((2, 1), np.uint32))

@@ -100,7 +100,7 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
     return out
 
 
-def nonzero_coordinates(input, width=None, *, dtype=np.uint32, out_count=None,
+def nonzero_coordinates(input, width=None, *, dtype=np.uint32, max_count=None, out_count=None,
                         out_coordinates=None, device=None, stream=None):
     """DirectML NONZERO_COORDINATES: the coordinates of the non-zero elements, in order.
 
@@ -119,16 +119,23 @@ def nonzero_coordinates(input, width=None, *, dtype=np.uint32, out_count=None,
     ``(1, 1, 1, R, width)`` with ``R >= input.size``) are written and returned
     if given.  On CUDA the count stays on the device and the call does not wait
     for the GPU.
+
+    ``max_count`` bounds the coordinates matrix: it gets ``max_count`` rows (not
+    ``input.size``) and holds the first ``min(count, max_count)`` coordinates,
+    while ``count`` stays the true count, so an overflow shows in the count
+    without a host synchronization.
     """
-    return _nonzero(input, width, dtype, out_count, out_coordinates, device, stream)[1:]
+    return _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
+                    stream)[1:]
 
 
-def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream,
+def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device, stream,
              f="nonzero_coordinates"):
     key = None
     if (out_count is None and out_coordinates is None and _cpu_fresh(input, device, stream)
-            and (width is None or type(width) is int)):
-        key = (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype))
+            and (width is None or type(width) is int)
+            and (max_count is None or type(max_count) is int)):
+        key = (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype), max_count)
         try:
             run = _runners.get(key)
         except TypeError:  # an unhashable dtype argument: the checks below say what is wrong
@@ -142,11 +149,12 @@ def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream,
     v.check_strides(x, "input", f)
     w = v.nonzero_width(x.shape, width, f)
     dt = v.coord_dtype(dtype, x.size, f)
+    rows = v.max_count(max_count, x.size, dt, f)
     if target.MAX_ELEMENTS is not None and x.size > target.MAX_ELEMENTS:
         raise ValueError(f"{f}(): input has {x.size} elements; the {target.name} target counts "
                          f"at most {target.MAX_ELEMENTS}")
     if key is not None:
-        _remember(key, lambda: target_cpu.nonzero_runner(x, w, dt))
+        _remember(key, lambda: target_cpu.nonzero_runner(x, w, dt, rows))
         return (target_cpu,) + _runners[key](x)
     oc = ox = None
     if out_count is not None:
@@ -156,7 +164,7 @@ def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream,
                              f"exactly one element")
     if out_coordinates is not None:
         ox = _check_out(target, out_coordinates, dt, None, "out_coordinates", f)
-        v.coordinates_matrix_shape(ox.shape, x.size, w, f=f)
+        v.coordinates_matrix_shape(ox.shape, rows, w, f=f)
     if oc is not None and ox is not None and target.shares_memory(oc, ox):
         raise ValueError(f"{f}(): out_count and out_coordinates overlap in memory; the count "
                          f"would overwrite a coordinate")
@@ -168,15 +176,15 @@ def _nonzero(input, width, dtype, out_count, out_coordinates, device, stream,
         out_count_new = target.empty((1,), dt, stream, x)
         tc = target.describe(out_count_new, "out_count", f)
     if out_coordinates is None or aliased:
-        out_coordinates_new = target.empty((x.size, w), dt, stream, x)
+        out_coordinates_new = target.empty((rows, w), dt, stream, x)
         tx = target.describe(out_coordinates_new, "out_coordinates", f)
     target.nonzero(x, w, tc if oc is None or aliased else oc,
-                   tx if ox is None or aliased else ox, stream)
+                   tx if ox is None or aliased else ox, stream, rows)
     if aliased:
         if oc is not None:
             target.copy_into(tc, oc, stream)
-        if ox is not None and x.size and w:
-            target.copy_into(tx, target.leading_rows(ox, x.size), stream)
+        if ox is not None and rows and w:
+            target.copy_into(tx, target.leading_rows(ox, rows), stream)
     return (target, out_count_new if out_count is None else out_count,
             out_coordinates_new if out_coordinates is None else out_coordinates)
 
@@ -187,7 +195,7 @@ def argwhere(input, *, device=None, stream=None):
 
     On CUDA this reads the count back to the host, so it waits for the GPU once.
     """
-    target, count, coords = _nonzero(input, None, np.int64, None, None, device, stream,
+    target, count, coords = _nonzero(input, None, np.int64, None, None, None, device, stream,
                                      "argwhere")
     n = target.read_count(count, stream)
     rows = coords[:n]

@@ -262,7 +262,8 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
 
     Each row of the input is compacted ``COMPACT`` elements at a time (the
     positions of its non-zeros, found without branches), then exactly those
-    coordinate rows are written; the walk stops once ``row_end`` is reached.
+    coordinate rows are written, never one at or past ``row_end`` (which is below
+    the block's count where ``max_count`` cut it); the walk stops there.
     Returns the row after the last one written.
     """
     if row == row_end:
@@ -281,7 +282,7 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
         k0 = 0
         while k0 < n:
             m = min(COMPACT, n - k0)
-            c = _compact_row(src, p + k0 * st, st, m, mask, buf)
+            c = min(_compact_row(src, p + k0 * st, st, m, mask, buf), row_end - row)
             for i in range(c):
                 write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k0 + buf[i])
                 row += 1
@@ -310,7 +311,7 @@ def _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width
     k0 = lo
     while k0 < hi:
         m = min(COMPACT, hi - k0)
-        c = _compact_row(src, sb + k0, 1, m, mask, buf)
+        c = min(_compact_row(src, sb + k0, 1, m, mask, buf), row_end - row)
         for i in range(c):
             e = k0 + buf[i]
             cl = coords[last] + (e - pos)
@@ -378,15 +379,18 @@ def _scan(rows, nblocks):
 
 @jit
 def nonzero(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
-            count, count_pos, contiguous):
+            count, count_pos, contiguous, limit):
     """NONZERO_COORDINATES on the calling thread: block counts, an exclusive scan,
-    then ordered writes (see :func:`nonzero_parallel`).  A single block needs no
-    scan, so no counting pass either: its write, bounded by the worst case (every
-    element), ends on the count."""
+    then ordered writes (see :func:`nonzero_parallel`).  A single block whose rows
+    all fit (``limit``, the rows ``out`` holds, is at least the element count) needs
+    no scan, so no counting pass either: its write, bounded by the worst case
+    (every element), ends on the count."""
     rows = np.empty(nblocks + 1, np.int64)
-    if nblocks == 1:
-        rows[0] = 0
-        rows[1] = _total(geom[0], geom.shape[1])
+    total = _total(geom[0], geom.shape[1])
+    one_pass = nblocks == 1 and limit >= total
+    rows[0] = 0
+    if one_pass:
+        rows[1] = total
     else:
         for b in range(nblocks):
             rows[b + 1] = _count_block(src, src_base, mask, geom, block, np.int64(b), contiguous)
@@ -394,19 +398,21 @@ def nonzero(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, wi
     end = 0
     for b in range(nblocks):
         end = _write_block(src, src_base, mask, geom, block, np.int64(b), out, out_base, rs, cs,
-                           width, rows[b], rows[b + 1], contiguous)
-    count[count_pos] = end
+                           width, min(rows[b], limit), min(rows[b + 1], limit), contiguous)
+    count[count_pos] = end if one_pass else rows[nblocks]
 
 
 @jit(parallel=True)
 def nonzero_parallel(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
-                     count, count_pos, contiguous):
+                     count, count_pos, contiguous, limit):
     """NONZERO_COORDINATES over numba's threads (``nblocks >= 2``).
 
     Block ``b`` holds elements ``[b*block, (b+1)*block)`` of the row-major
     order.  Pass 1 counts each block's non-zeros; the exclusive scan of the
     counts gives each block its first output row; pass 2 writes each block's
-    rows.  The result is in ascending element order with no sort and no atomics.
+    rows, those below ``limit`` (the rows ``out`` holds).  The result is in
+    ascending element order with no sort and no atomics; the count is the true
+    count, also where it exceeds ``limit``.
     """
     rows = np.empty(nblocks + 1, np.int64)
     for b in prange(nblocks):
@@ -414,5 +420,5 @@ def nonzero_parallel(src, src_base, mask, geom, block, nblocks, out, out_base, r
     _scan(rows, nblocks)
     for b in prange(nblocks):
         _write_block(src, src_base, mask, geom, block, np.int64(b), out, out_base, rs, cs,
-                     width, rows[b], rows[b + 1], contiguous)
+                     width, min(rows[b], limit), min(rows[b + 1], limit), contiguous)
     count[count_pos] = rows[nblocks]

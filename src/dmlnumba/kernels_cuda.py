@@ -178,7 +178,7 @@ else:
 # Slots of the scalars after the geometry rows in a parameter block.
 SLICE_SCALARS = 3 * MAXD   # src_base, dst_base, ndim, seg, nseg, rows, nrows, ntiles
 NZ_SCALARS = 2 * MAXD      # src_base, ndim, total, items, out_base, rs, cs, width, count_pos,
-                           # window, backoff
+                           # window, backoff, limit (rows of out)
 
 
 def _slice_copy(src, dst, geom):
@@ -391,6 +391,7 @@ def make_nonzero(V):
         count_pos = geom[k + 8]
         window = min(geom[k + 9], cuda.blockDim.x)  # tiles read per look-back round
         backoff = geom[k + 10]  # ns to wait after a round that found no tile ready
+        limit = geom[k + 11]  # rows ``out`` holds: rows at and past it are not written
         warp_rows = cuda.shared.array(33, int64)
         tile_info = cuda.shared.array(2, int64)
         look = cuda.shared.array(5, int64)
@@ -649,8 +650,8 @@ def make_nonzero(V):
                         coords[last] = c_last - step
                         advance(coords, shape, strides, ndim, step, 0)
                         c_last = coords[last]
-                if (b >> lane) & 1:
-                    r = row + cuda.popc(b & lt)
+                r = row + cuda.popc(b & lt)
+                if (b >> lane) & 1 and r < limit:
                     if width == 1:  # the common case, without the column loop
                         out[out_base + r * rs] = c_last
                     else:

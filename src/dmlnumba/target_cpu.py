@@ -70,14 +70,15 @@ def _copy(src, src_base, dst, dst_base, geom, size):
 
 
 def _nonzero(src, src_base, mask, geom, size, out, out_base, rs, cs, width, count, count_pos,
-             contiguous):
-    """Run the nonzero kernel over an input of ``size`` elements (see :func:`_copy`)."""
+             contiguous, limit):
+    """Run the nonzero kernel over an input of ``size`` elements, writing at most
+    ``limit`` rows (see :func:`_copy`)."""
     k = kernels()
     block = config.CPU_NONZERO_BLOCK
     nblocks = max(1, -(-size // block))
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
     args = (src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width, count,
-            count_pos, contiguous)
+            count_pos, contiguous, limit)
     if nblocks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
         _run(k.nonzero_parallel, key + ("parallel",), *args)
     else:
@@ -212,12 +213,12 @@ def _nonzero_geometry(shape, strides):
     return g
 
 
-def nonzero_runner(x, width, dtype):
+def nonzero_runner(x, width, dtype, rows):
     """Like :func:`slice1_runner`, for nonzero_coordinates into new outputs of
-    ``dtype``: the function returns ``(count, coordinates)``."""
+    ``dtype`` with ``rows`` rows: the function returns ``(count, coordinates)``."""
     n = x.size
     u = uint_of_size(dtype.itemsize)
-    shape = (n, width)
+    shape = (rows, width)
     if n == 0:
         return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
     _, sbase, sstr = flat(x, False)
@@ -229,8 +230,9 @@ def nonzero_runner(x, width, dtype):
 
     def run(x):
         cnt = np.empty(1, u)
-        crd = np.empty(n * width, u)
-        _nonzero(read(x), sbase, mask, geom, n, crd, 0, width, 1, width, cnt, 0, contiguous)
+        crd = np.empty(rows * width, u)
+        _nonzero(read(x), sbase, mask, geom, n, crd, 0, width, 1, width, cnt, 0, contiguous,
+                 rows)
         crd = crd.reshape(shape)
         if view:
             return cnt.view(dtype), crd.view(dtype)
@@ -238,18 +240,19 @@ def nonzero_runner(x, width, dtype):
     return run
 
 
-def nonzero(x, width, count, coords, stream=None):
+def nonzero(x, width, count, coords, stream=None, limit=None):
+    """``limit``: the rows to write at most (default: every element's)."""
     cnt, cbase, _ = flat(count, True)
     if x.size == 0:
         cnt[cbase] = 0
         return
     src, sbase, sstr = flat(x, False)
-    if width:
+    if width and coords.size and limit != 0:
         out, obase, ostr = flat(coords, True)
         rs, cs = ostr[-2], ostr[-1]
-    else:
-        out, obase, rs, cs = cnt, cbase, 0, 0
+    else:  # no coordinates to write: the count stands in for them
+        out, obase, rs, cs, limit = cnt, cbase, 0, 0, 0
     mask = _mask(x.dtype)
     geom = _nonzero_geometry(x.shape, sstr)
     _nonzero(src, sbase, mask, geom, x.size, out, obase, rs, cs, width, cnt, cbase,
-             bool(x.flags.c_contiguous))
+             bool(x.flags.c_contiguous), x.size if limit is None else limit)

@@ -462,7 +462,7 @@ def slice1(x, starts, steps, out, stream, fresh=False):
                  where[0])
 
 
-def _nonzero_plan(x, width, count, coords):
+def _nonzero_plan(x, width, count, coords, limit):
     """``(src low, span, rows, scalars, ntiles, threads, mask, count low, out low, out span)``."""
     slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
     clo, _, cbase, _ = extent(count.shape, count.strides, count.itemsize)
@@ -485,7 +485,7 @@ def _nonzero_plan(x, width, count, coords):
     ntiles = -(-x.size // (threads * items))
     rows = (x.shape, sstr)
     scalars = (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase,
-               config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF)
+               config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF, limit)
     # 16-byte loads in the count pass: a C-contiguous input (element i at flat
     # position sbase + i) whose first element is 16-byte aligned (checked per call).
     cs_ = c_strides(tuple(x.shape))
@@ -495,8 +495,13 @@ def _nonzero_plan(x, width, count, coords):
     return slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first
 
 
-def nonzero(x, width, count, coords, stream):
+def nonzero(x, width, count, coords, stream, limit=None):
+    """``limit``: the rows to write at most (default: every element's)."""
     s = stream_of(stream)
+    if limit is None:
+        limit = x.size
+    if not width or not coords.size or not limit:  # no coordinates to write
+        width = limit = 0
     with _context(x):
         x = _materialize(x, s)
         if x.size == 0:
@@ -509,12 +514,12 @@ def nonzero(x, width, count, coords, stream):
                 cuda.as_cuda_array(f)[cbase:cbase + 1].copy_to_device(zero, stream=s)
             return
         key = ("nonzero", x.shape, x.strides, x.dtype, width, count.shape, count.strides,
-               count.itemsize, coords.shape, coords.strides, config.CUDA_THREADS,
+               count.itemsize, coords.shape, coords.strides, limit, config.CUDA_THREADS,
                config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_MIN_ITEMS, config.CUDA_NONZERO_TILES,
                config.CUDA_NONZERO_VECTOR,
                config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF)
         slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first = _plan(
-            key, lambda: _nonzero_plan(x, width, count, coords))
+            key, lambda: _nonzero_plan(x, width, count, coords, limit))
         vec = first is not None and (x.ptr + first) & 15 == 0
         where = _where(s)
         g = _geometry(rows, scalars, s, where)

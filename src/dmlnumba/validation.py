@@ -310,6 +310,24 @@ def coord_dtype(dtype, size, f="nonzero_coordinates"):
     return dt
 
 
+def max_count(value, size, dtype, f="nonzero_coordinates"):
+    """The rows of the coordinates matrix: ``size`` (DirectML's worst case) for None,
+    else ``value``, a non-negative int that the coordinate type can index."""
+    if value is None:
+        return size
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{f}(): max_count must be an integer, not bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{f}(): max_count must be an integer, not {type(value).__name__}") \
+            from None
+    if not 0 <= value <= COORD_LIMITS[dtype]:
+        raise ValueError(f"{f}(): max_count = {value} is out of range: it must be between 0 and "
+                         f"{COORD_LIMITS[dtype]} (what dtype {dtype} can count)")
+    return value
+
+
 def coordinates_matrix_shape(out_shape, rows, width, name="out_coordinates",
                              f="nonzero_coordinates"):
     """Where ``out_coordinates`` has shape (R, N), (1, 1, R, N) or (1, 1, 1, R, N) with

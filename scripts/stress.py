@@ -1,0 +1,179 @@
+"""Stress: random calls against NumPy from many threads in several processes and a fork pool.
+
+    python scripts/stress.py [--seconds 600] [--processes 2] [--threads 8] [--fork-workers 2]
+
+Each of ``--processes`` spawned processes runs ``--threads`` threads; each thread makes
+random calls (slice1, nonzero_coordinates, argwhere; every dtype, 1 to 6 dimensions,
+C / F / reversed / strided / permuted / broadcast layouts, sizes that run on one thread
+and on all of them, new and caller-given outputs) and checks every result bit for bit
+against NumPy.  The main process also makes calls (so that its thread pool is running)
+and then feeds a fork-based pool the same kind of work.  It prints one line per process
+and a total, and exits 1 if any call failed or any worker died.
+"""
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64",
+          "uint32", "uint16", "uint8"]
+
+
+def _array(rng):
+    ndim = int(rng.integers(1, 7))
+    big = rng.random() < 0.15
+    side = 40 if big else 6
+    shape = tuple(int(rng.integers(1, side + 1)) for _ in range(ndim))
+    if big:  # large enough for the parallel kernels
+        shape = (int(rng.integers(40, 80)),) + shape[1:2] + (int(rng.integers(600, 1200)),)
+    dtype = DTYPES[int(rng.integers(len(DTYPES)))]
+    n = int(np.prod(shape))
+    a = rng.integers(-5, 6, size=n).astype(dtype).reshape(shape)
+    a[rng.random(shape) < rng.random()] = 0
+    layout = int(rng.integers(6))
+    if layout == 1:
+        a = np.asfortranarray(a)
+    elif layout == 2:
+        a = a[(slice(None, None, -1),) * a.ndim]
+    elif layout == 3:
+        a = np.repeat(a, 2, axis=-1)[..., ::2]
+    elif layout == 4 and a.ndim > 1:
+        a = np.ascontiguousarray(a.swapaxes(0, -1)).swapaxes(0, -1)
+    elif layout == 5:
+        a = np.broadcast_to(a[:1], a.shape)
+    return a
+
+
+def _bits(a):
+    return np.asarray(a).view(f"u{a.dtype.itemsize}")
+
+
+def one_call(rng):
+    import dmlnumba
+    x = _array(rng)
+    op = int(rng.integers(3))
+    if op == 0:
+        idx = []
+        for n in x.shape:
+            step = int(rng.choice([1, 2, 3, -1, -2, 5]))
+            a, b = sorted(int(v) for v in rng.integers(0, n + 1, size=2))
+            if a == b:
+                a, b = 0, n
+            idx.append(slice(a, b, step) if step > 0 else slice(b - 1, (a - 1) if a else None,
+                                                                step))
+        idx = tuple(idx)
+        want = x[idx]
+        if want.size == 0:
+            return
+        w = dmlnumba.window(x.shape, idx)
+        if rng.random() < 0.3:
+            out = np.empty(want.shape, x.dtype)
+            got = dmlnumba.slice1(x, *w, out=out)
+            assert got is out
+        else:
+            got = dmlnumba.slice1(x, *w)
+        assert got.shape == want.shape and (_bits(got) == _bits(want)).all(), "slice1"
+    elif op == 1:
+        width = x.ndim
+        dt = [np.uint32, np.uint64, np.int64][int(rng.integers(3))]
+        count, coords = dmlnumba.nonzero_coordinates(x, width, dtype=dt)
+        ref = np.argwhere(x)
+        k = int(count[0])
+        assert k == len(ref) and (coords[:k] == ref).all(), "nonzero"
+    else:
+        got = dmlnumba.argwhere(x)
+        assert (got == np.argwhere(x)).all() and got.dtype == np.int64, "argwhere"
+
+
+def _loop(seed, deadline, counts, failures):
+    rng = np.random.default_rng(seed)
+    while time.monotonic() < deadline:
+        try:
+            one_call(rng)
+            counts[0] += 1
+        except Exception:
+            failures.append(traceback.format_exc())
+
+
+def process_main(tag, seconds, threads, queue):
+    deadline = time.monotonic() + seconds
+    counts = [[0] for _ in range(threads)]
+    failures = []
+    ts = [threading.Thread(target=_loop, args=(hash((tag, i)) & 0xFFFFFFFF, deadline, counts[i],
+                                               failures)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    queue.put((tag, sum(c[0] for c in counts), failures[:5], len(failures)))
+
+
+def _fork_task(seed):
+    rng = np.random.default_rng(seed)
+    n = 0
+    for _ in range(20):
+        one_call(rng)
+        n += 1
+    return os.getpid(), n
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seconds", type=float, default=600)
+    p.add_argument("--processes", type=int, default=2)
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--fork-workers", type=int, default=2)
+    a = p.parse_args(argv)
+    import dmlnumba
+    t0 = time.monotonic()
+    # The main process first runs parallel kernels, so a fork inherits a running pool.
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 2, size=(64, 1024)).astype(np.float32)
+    assert len(dmlnumba.argwhere(x)) == np.count_nonzero(x)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=process_main, args=(f"spawned-{i}", a.seconds, a.threads, queue))
+             for i in range(a.processes)]
+    for pr in procs:
+        pr.start()
+    fork_calls = 0
+    fork_failures = []
+    fork_deadline = time.monotonic() + a.seconds
+    seed = 10_000
+    with mp.get_context("fork").Pool(a.fork_workers) as pool:
+        while time.monotonic() < fork_deadline:
+            try:
+                res = pool.map_async(_fork_task, range(seed, seed + 4 * a.fork_workers)).get(
+                    timeout=300)
+                fork_calls += sum(n for _, n in res)
+            except Exception:
+                fork_failures.append(traceback.format_exc())
+                break
+            seed += 4 * a.fork_workers
+    results = [queue.get(timeout=a.seconds + 600) for _ in procs]
+    for pr in procs:
+        pr.join(timeout=60)
+    total, failed = fork_calls, len(fork_failures)
+    print(f"fork pool ({a.fork_workers} workers): {fork_calls} calls, {len(fork_failures)} failures")
+    for tag, n, fails, nfail in sorted(results):
+        print(f"{tag} ({a.threads} threads): {n} calls, {nfail} failures")
+        total += n
+        failed += nfail
+        for f in fails:
+            print(f)
+    for f in fork_failures:
+        print(f)
+    dead = [pr.exitcode for pr in procs if pr.exitcode != 0]
+    print(f"total: {total} calls checked against NumPy in {time.monotonic() - t0:.0f} s, "
+          f"{failed} failures, {len(dead)} dead processes")
+    return 1 if failed or dead else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
