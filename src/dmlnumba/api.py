@@ -35,6 +35,23 @@ def _int_tuples(*params):
     return True
 
 
+def _is_dask(x):
+    """Whether ``x`` is a ``dask.array.Array`` (read from its type: dask is not imported)."""
+    tp = type(x)
+    return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith(
+        "dask.array")
+
+
+def _no_outputs_for_dask(f, stream, **outs):
+    for name, o in outs.items():
+        if o is not None:
+            raise TypeError(f"{f}(): {name}= is not supported for dask arrays: the results are "
+                            f"new lazy dask arrays")
+    if stream is not None:
+        raise ValueError(f"{f}(): stream= does not apply to dask arrays (each task runs on its "
+                         f"chunk's current stream)")
+
+
 def _cpu_fresh(input, device, stream):
     """A CPU call on a NumPy array whose outputs the call allocates."""
     return (type(input) is np.ndarray and stream is None
@@ -83,6 +100,10 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
         if run is not None:
             return run(input)
     f = "slice1"
+    if _is_dask(input):
+        from . import chunked
+        _no_outputs_for_dask(f, stream, out=out)
+        return chunked.slice1(input, offsets, sizes, strides, output_sizes, device)
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
@@ -142,6 +163,10 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
             run = key = None
         if run is not None:
             return (target_cpu,) + run(input)
+    if _is_dask(input):
+        from . import chunked
+        _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
+        return (None,) + chunked.nonzero(input, width, dtype, max_count, device, f)
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
@@ -197,6 +222,8 @@ def argwhere(input, *, device=None, stream=None):
     """
     target, count, coords = _nonzero(input, None, np.int64, None, None, None, device, stream,
                                      "argwhere")
+    if target is None:  # a dask array: the compact rows, lazily
+        return coords
     n = target.read_count(count, stream)
     rows = coords[:n]
     if 2 * n < coords.shape[0]:

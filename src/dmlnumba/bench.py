@@ -1,4 +1,4 @@
-"""Side-by-side timings: ``python -m dmlnumba.bench [--target cpu|gpu|all] [--json FILE] [--quick]``.
+"""Side-by-side timings: ``python -m dmlnumba.bench [--target cpu|gpu|dask|dask-gpu|all] [--json FILE] [--quick]``.
 
 Every case runs its contenders interleaved (A, B, C, A, B, C, ...) after a
 warm-up, and reports medians, ratios (other / dmlnumba: above 1 means dmlnumba is
@@ -177,10 +177,62 @@ def gpu_cases(quick=False, only=None):
     return {"device": torch.cuda.get_device_name(), "copy_bandwidth_Bps": bw, "rows": rows}
 
 
+def dask_cases(quick=False, chunks="numpy"):
+    """Dask arrays on the threaded scheduler, computed results, against dask's own
+    argwhere and slicing: a 64x1024x1024 float32 array in (4, 1024, 1024) chunks,
+    persisted in memory (NumPy chunks on the CPU, CuPy chunks on the GPU, where the
+    nonzero input is 2**30 elements in (16, 1024, 1024) chunks)."""
+    import dask
+    import dask.array as da
+
+    rows = []
+    rng = np.random.default_rng(0)
+    reps = 2 if quick else 5
+    gpu = chunks == "cupy"
+    if gpu:
+        import cupy
+        xp, sync = cupy, cupy.cuda.runtime.deviceSynchronize
+    else:
+        xp, sync = np, None
+    shape = (8, 256, 256) if quick else ((1024, 1024, 1024) if gpu else (64, 1024, 1024))
+    block = (1,) + shape[1:] if quick else ((16,) + shape[1:] if gpu else (4,) + shape[1:])
+    where = "CuPy" if gpu else "NumPy"
+    with dask.config.set(scheduler="threads"):
+        for d in (0.01, 0.5):
+            a = _density(rng, shape, d)
+            if gpu:
+                a = cupy.asarray(a)
+            x = da.from_array(a, chunks=block, asarray=False).persist()
+            del a
+            med = _interleaved({
+                "dmlnumba": lambda: dmlnumba.argwhere(x).compute(),
+                "dmlnumba nonzero_coordinates (uint32)":
+                    lambda: dask.compute(*dmlnumba.nonzero_coordinates(x)),
+                "dask.array.argwhere": lambda: da.argwhere(x).compute(),
+            }, reps, sync)
+            _row(rows, f"dask argwhere {'x'.join(map(str, shape))} f32 {where} chunks "
+                       f"{block[0]}x.. {d:.0%}", med, "dask.array.argwhere")
+            del x
+        if not gpu:
+            a = rng.standard_normal(shape).astype(np.float32)
+            x = da.from_array(a, chunks=block).persist()
+            del a
+            idx = np.s_[::-1, 3:1000:2, 1::3] if not quick else np.s_[::-1, 3:250:2, 1::3]
+            w = dmlnumba.window(x.shape, idx)
+            med = _interleaved({
+                "dmlnumba": lambda: dmlnumba.slice1(x, *w).compute(),
+                "dask slicing": lambda: x[idx].compute(),
+            }, reps)
+            _row(rows, f"dask slice1 x[::-1, 3:1000:2, 1::3] {'x'.join(map(str, shape))} f32",
+                 med, "dask slicing")
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m dmlnumba.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", choices=["cpu", "gpu", "all"], default="cpu")
+    p.add_argument("--target", choices=["cpu", "gpu", "dask", "dask-gpu", "all"], default="cpu",
+                   help="dask: dask arrays of NumPy chunks; dask-gpu: of CuPy chunks")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke test)")
     p.add_argument("--only", choices=["nonzero", "slice"], help="GPU: one operator only")
@@ -199,6 +251,10 @@ def main(argv=None):
         res["cpu"] = cpu_cases(args.quick)
     if args.target in ("gpu", "all"):
         res["gpu"] = gpu_cases(args.quick, args.only)
+    if args.target == "dask":
+        res["dask"] = dask_cases(args.quick)
+    if args.target == "dask-gpu":
+        res["dask_gpu"] = dask_cases(args.quick, "cupy")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -17,6 +17,10 @@ CPU_SLICE_CHUNK = 1 << 15
 #: costs more than the work).
 CPU_PARALLEL_MIN = 1 << 15
 
+#: Dask nonzero: the most input bytes of one block where the input's chunking must
+#: be rechunked into stripes (blocks that are contiguous in element order).
+DASK_BLOCK_BYTES = 1 << 27
+
 #: CUDA: threads per block for both operators.
 CUDA_THREADS = 256
 
@@ -70,6 +74,7 @@ _RANGES = {
     "CPU_NONZERO_BLOCK": (1, 1 << 40, 1),
     "CPU_SLICE_CHUNK": (1, 1 << 40, 1),
     "CPU_PARALLEL_MIN": (0, 1 << 62, 1),
+    "DASK_BLOCK_BYTES": (1, 1 << 50, 1),
     "CUDA_THREADS": (32, 1024, 32),
     "CUDA_NONZERO_ITEMS": (4, 1024, 1),
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),

@@ -3,7 +3,9 @@
 Importing this module imports numba but compiles nothing: every kernel compiles
 on its first call, once per bit width, and is cached on disk (``cache=True``).
 Arrays arrive as flat unsigned-integer views (see :mod:`dmlnumba.layout`), so
-one specialization serves every rank, layout and dtype of a bit width.
+one specialization serves every rank, layout and dtype of a bit width.  The
+drivers release the GIL (``nogil=True``), so that calls from several threads (a
+dask scheduler's, an application's) run at the same time.
 """
 
 import numpy as np
@@ -187,14 +189,14 @@ def _copy_chunk(src, src_base, dst, dst_base, geom, chunk, c):
     _copy_range(src, src_base, dst, dst_base, shape, geom[1], geom[2], ndim, lo, hi)
 
 
-@jit
+@jit(nogil=True)
 def slice_copy(src, src_base, dst, dst_base, geom, chunk, nchunks):
     """Strided copy, chunk after chunk on the calling thread."""
     for c in range(nchunks):
         _copy_chunk(src, src_base, dst, dst_base, geom, chunk, np.int64(c))
 
 
-@jit(parallel=True)
+@jit(parallel=True, nogil=True)
 def slice_copy_parallel(src, src_base, dst, dst_base, geom, chunk, nchunks):
     """Strided copy, chunks spread over numba's threads."""
     for c in prange(nchunks):
@@ -377,7 +379,7 @@ def _scan(rows, nblocks):
         rows[b + 1] += rows[b]
 
 
-@jit
+@jit(nogil=True)
 def nonzero(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
             count, count_pos, contiguous, limit):
     """NONZERO_COORDINATES on the calling thread: block counts, an exclusive scan,
@@ -402,7 +404,7 @@ def nonzero(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, wi
     count[count_pos] = end if one_pass else rows[nblocks]
 
 
-@jit(parallel=True)
+@jit(parallel=True, nogil=True)
 def nonzero_parallel(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
                      count, count_pos, contiguous, limit):
     """NONZERO_COORDINATES over numba's threads (``nblocks >= 2``).

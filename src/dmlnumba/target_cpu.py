@@ -7,6 +7,7 @@ on first use, so ``import dmlnumba`` stays light.
 
 import functools
 import os
+import threading
 
 import numpy as np
 
@@ -31,6 +32,9 @@ def kernels():
 
 
 _fork_child = False
+#: ``one_thread``: set by tasks of a dask graph, whose scheduler's threads are the
+#: parallelism (numba's pool on top of them would oversubscribe the cores).
+_local = threading.local()
 
 
 def _mark_fork_child():
@@ -46,6 +50,8 @@ def _threads_ok():
     pool does not survive ``fork()``: numba's ``omp`` layer kills a forked child
     that enters a parallel region once the parent has started the pool.  Such a
     child runs every kernel on its own thread instead (same results)."""
+    if getattr(_local, "one_thread", False):
+        return False
     if not _fork_child:
         return True
     import numba

@@ -1,0 +1,329 @@
+"""Dask arrays: both operators chunk by chunk, lazily, with NumPy or CuPy chunks.
+
+Imported only when a ``dask.array.Array`` reaches the API (``pip install
+'dmlnumba[dask]'``).  Parameters are checked while the graph is built, against
+the array's shape; nothing is computed until the caller asks.
+
+slice1
+    Output chunks follow the input's: along each axis, the output coordinates
+    that read one input chunk form a run, and neighbouring runs are merged up to
+    the input's largest chunk length (so a large stride gives neither one giant
+    chunk nor thousands of one-element ones).  Each output block depends on the
+    input blocks it reads and nothing else; it is allocated once and filled
+    piece by piece, each piece a ``slice1`` from one input block into a view of
+    the output block (no concatenation, no full materialisation).
+
+nonzero_coordinates
+    DirectML's design one level up: per-block coordinates, in ascending order
+    within each block, and blocks in ascending order of their elements, so the
+    concatenation is in ascending global order.  That needs every block to be a
+    contiguous run of the row-major order ("stripes": one index along the
+    leading axes, a range along one axis, the whole of every later axis).  A
+    chunking that is not made of stripes is rechunked into stripes of at most
+    ``config.DASK_BLOCK_BYTES`` (128 MiB) of input each, which bounds the memory
+    the rechunk and every task need.  Each block is read once: its coordinates
+    are found by the in-memory kernel and shifted by the block's position in
+    place.  ``count`` is the sum of the blocks' counts; with ``max_count``, an
+    exclusive scan of the block counts gives each block its first row, and rows
+    past ``max_count`` are dropped.  The coordinates' chunk sizes are unknown
+    until computed (a lazy array needs no worst-case buffer).
+
+Kernels inside tasks run on the task's thread: the scheduler's threads (or
+workers) are the parallelism, and numba's thread pool is not started on top.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from . import config
+from . import validation as v
+from .dispatch import DeviceUnavailableError, parse_device
+
+
+def _kind(meta, f):
+    mod = (type(meta).__module__ or "").split(".")[0]
+    if mod not in ("numpy", "cupy"):
+        raise TypeError(f"{f}(): input is a dask array of {type(meta).__name__} chunks; "
+                        f"dmlnumba takes NumPy or CuPy chunks")
+    return mod
+
+
+def _xp(kind):
+    if kind == "cupy":
+        import cupy
+        return cupy
+    return np
+
+
+def _to_numpy(block):
+    import cupy
+    return cupy.asnumpy(block)
+
+
+def _to_cupy(block):
+    import cupy
+    return cupy.asarray(block)
+
+
+def _prepare(x, device, f):
+    """``(x, kind)``: the array with its chunks where ``device`` says, and their kind."""
+    from dask.array.utils import meta_from_array
+
+    if any(np.isnan(c) for cs in x.chunks for c in cs):
+        raise ValueError(f"{f}(): input has unknown chunk sizes; call input.compute_chunk_sizes() "
+                         f"first")
+    kind = _kind(x._meta, f)
+    dev = parse_device(device, f)
+    if dev is None:
+        return x, kind
+    if dev[0] == "cpu" and kind == "cupy":
+        return x.map_blocks(_to_numpy, meta=np.empty((0,) * x.ndim, x.dtype)), "numpy"
+    if dev[0] == "cuda" and kind == "numpy":
+        from .dispatch import _cuda_device
+        _cuda_device(dev, f)
+        try:
+            import cupy
+        except ImportError:
+            raise DeviceUnavailableError(
+                f"{f}(): device='cuda' moves a dask array's chunks to the GPU as CuPy arrays, and "
+                f"CuPy is not installed") from None
+        meta = meta_from_array(cupy.empty((0,) * x.ndim, x.dtype))
+        return x.map_blocks(_to_cupy, meta=meta), "cupy"
+    return x, kind
+
+
+class _OneThread:
+    """Kernels called inside run on the calling thread (see target_cpu)."""
+
+    def __enter__(self):
+        from . import target_cpu
+        target_cpu._local.one_thread = True
+
+    def __exit__(self, *exc):
+        from . import target_cpu
+        target_cpu._local.one_thread = False
+
+
+# ---------------------------------------------------------------- slice1
+
+def _axis_runs(chunks, start, step, m):
+    """Along one axis: for output coordinates ``c`` in ``[0, m)`` reading input index
+    ``start + step * c``, the runs ``(k, lo, hi)``: output coordinates ``[lo, hi)``
+    read input chunk ``k``; in output order."""
+    edges = np.cumsum((0,) + tuple(chunks)).tolist()
+    order = range(len(chunks)) if step > 0 else range(len(chunks) - 1, -1, -1)
+    s = abs(step)
+    runs = []
+    for k in order:
+        a, b = edges[k], edges[k + 1]
+        if step > 0:
+            lo, hi = -((start - a) // s), -((start - b) // s)  # ceil((a - start) / s), ...
+        else:
+            lo, hi = (start - b) // s + 1, (start - a) // s + 1
+        lo, hi = max(lo, 0), min(hi, m)
+        if lo < hi:
+            runs.append((k, lo, hi))
+    return runs, edges
+
+
+def _axis_plan(chunks, start, step, m):
+    """One axis of the output: ``[(length, pieces)]`` per output chunk, each piece
+    ``(k, offset, size, step, out_lo, out_hi)``: a slice1 of input chunk ``k``'s
+    window ``[offset, offset + size)`` (in the chunk's own coordinates) into output
+    positions ``[out_lo, out_hi)`` of the output chunk."""
+    runs, edges = _axis_runs(chunks, start, step, m)
+    target = max(1, max(chunks))
+    out = []
+    cur, cur_lo = [], 0
+    for k, lo, hi in runs:
+        if cur and hi - cur_lo > target:
+            out.append((cur[-1][2] - cur_lo, cur, cur_lo))
+            cur = []
+        if not cur:
+            cur_lo = lo
+        cur.append((k, lo, hi))
+    if cur:
+        out.append((cur[-1][2] - cur_lo, cur, cur_lo))
+    plan = []
+    for length, group, base in out:
+        pieces = []
+        for k, lo, hi in group:
+            n = hi - lo
+            first, last = start + step * lo, start + step * (hi - 1)
+            offset = min(first, last) - edges[k]
+            pieces.append((k, offset, (n - 1) * abs(step) + 1, step, lo - base, hi - base))
+        plan.append((length, pieces))
+    return plan
+
+
+def _slice_block(blocks, pieces, shape, dtype, kind):
+    from . import api
+    with _OneThread():
+        if len(pieces) == 1 and tuple(pieces[0][3]) == tuple((0, n) for n in shape):
+            offsets, sizes, steps, _ = pieces[0]
+            r = api.slice1(blocks[0], offsets, sizes, steps)
+            return r if kind == "numpy" else _to_cupy(r)
+        out = _xp(kind).empty(shape, dtype)
+        for block, (offsets, sizes, steps, where) in zip(blocks, pieces):
+            api.slice1(block, offsets, sizes, steps, out=out[tuple(slice(a, b) for a, b in where)])
+        return out
+
+
+def slice1(x, offsets, sizes, strides, output_sizes, device):
+    import dask.array as da
+    from dask.array.utils import meta_from_array
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    f = "slice1"
+    x, kind = _prepare(x, device, f)
+    dtype = np.dtype(x.dtype)
+    v.check_dtype(dtype, v.SLICE_DTYPES, f)
+    starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
+    plans = [_axis_plan(x.chunks[d], starts[d], steps[d], out_shape[d]) for d in range(x.ndim)]
+    name = "dmlnumba-slice1-" + tokenize(x, starts, steps, out_shape)
+    layer = {}
+    for idx in itertools.product(*(range(len(p)) for p in plans)):
+        here = [plans[d][i] for d, i in enumerate(idx)]
+        keys, pieces = [], []
+        for combo in itertools.product(*(h[1] for h in here)):
+            keys.append((x.name,) + tuple(p[0] for p in combo))
+            pieces.append((tuple(p[1] for p in combo), tuple(p[2] for p in combo),
+                           tuple(p[3] for p in combo), tuple((p[4], p[5]) for p in combo)))
+        layer[(name,) + idx] = (_slice_block, keys, pieces, tuple(h[0] for h in here), dtype,
+                                kind)
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
+    chunks = tuple(tuple(h[0] for h in p) for p in plans)
+    return da.Array(graph, name, chunks, meta=meta_from_array(x._meta, x.ndim, dtype=dtype))
+
+
+# ---------------------------------------------------------------- nonzero
+
+def _is_stripes(chunks):
+    """Whether every block is a contiguous run of the row-major order: for some axis
+    ``k``, every earlier axis has chunks of one index and every later axis one chunk."""
+    ndim = len(chunks)
+    for k in range(ndim):
+        if all(len(chunks[d]) == 1 for d in range(k + 1, ndim)) and \
+                all(c == 1 for d in range(k) for c in chunks[d]):
+            return True
+    return False
+
+
+def stripes(shape, itemsize, limit):
+    """Chunks of ``shape`` made of stripes of at most ``limit`` bytes where possible
+    (one element of the last axis is the least a stripe can hold)."""
+    ndim = len(shape)
+    k = ndim - 1
+    # The first axis k whose later axes fit within the limit together.
+    sizes = [1] * (ndim + 1)
+    for d in range(ndim - 1, -1, -1):
+        sizes[d] = sizes[d + 1] * shape[d]
+    for d in range(ndim):
+        if sizes[d + 1] * itemsize <= limit:
+            k = d
+            break
+    inner = sizes[k + 1] * itemsize
+    run = max(1, limit // max(inner, 1))
+    chunks = []
+    for d in range(ndim):
+        if d < k:
+            chunks.append((1,) * shape[d] if shape[d] else (0,))
+        elif d == k:
+            n = shape[d]
+            chunks.append(tuple(min(run, n - i) for i in range(0, n, run)) if n else (0,))
+        else:
+            chunks.append((shape[d],))
+    return tuple(chunks)
+
+
+def _nonzero_block(block, width, dtype, offsets, kind):
+    """``(count, coordinates)`` of one block: its compact coordinates in ascending
+    order, shifted by the block's position ``offsets`` (one per axis)."""
+    from . import api
+    with _OneThread():
+        count, coords = api.nonzero_coordinates(block, width, dtype=dtype)
+    if kind == "cupy":
+        import cupy
+        count, coords = cupy.asarray(count), cupy.asarray(coords)
+        n = int(count[0])
+    else:
+        n = int(count[0])
+    coords = coords[:n]
+    first = len(offsets) - width
+    for col in range(width):
+        off = offsets[first + col]
+        if off:
+            coords[:, col] += off
+    return n, coords
+
+
+def _rows_of(result):
+    return result[1]
+
+
+def _count_of(result):
+    return result[0]
+
+
+def _add(a, b):
+    return a + b
+
+
+def _first_rows(result, before, limit):
+    n, coords = result
+    return coords[:max(0, min(n, limit - before))]
+
+
+def _total(results, dtype, kind):
+    return _xp(kind).asarray([sum(r[0] for r in results)], dtype=dtype)
+
+
+def nonzero(x, width, dtype, max_count, device, f):
+    """``(count, coordinates)`` as dask arrays (see the module's docstring)."""
+    import dask.array as da
+    from dask.array.utils import meta_from_array
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    x, kind = _prepare(x, device, f)
+    v.check_dtype(np.dtype(x.dtype), v.NONZERO_DTYPES, f)
+    v.check_ndim(x.ndim, f)
+    w = v.nonzero_width(x.shape, width, f)
+    dt = v.coord_dtype(dtype, x.size, f)
+    limit = None if max_count is None else v.max_count(max_count, x.size, dt, f)
+    if not _is_stripes(x.chunks):
+        x = x.rechunk(stripes(x.shape, x.dtype.itemsize, config.DASK_BLOCK_BYTES))
+    token = tokenize(x, w, dt, limit)
+    blocks = f"dmlnumba-nonzero-blocks-{token}"
+    rows = f"dmlnumba-nonzero-rows-{token}"
+    count = f"dmlnumba-nonzero-count-{token}"
+    before = f"dmlnumba-nonzero-before-{token}"
+    edges = [np.cumsum((0,) + c).tolist() for c in x.chunks]
+    layer = {}
+    keys = []
+    for i, idx in enumerate(itertools.product(*(range(len(c)) for c in x.chunks))):
+        offsets = tuple(edges[d][j] for d, j in enumerate(idx))
+        layer[(blocks, i)] = (_nonzero_block, (x.name,) + idx, w, dt, offsets, kind)
+        keys.append((blocks, i))
+        if limit is None:
+            layer[(rows, i, 0)] = (_rows_of, (blocks, i))
+        else:  # the exclusive scan of the block counts, as a chain of additions
+            layer[(before, i)] = 0 if i == 0 else (
+                _add, (before, i - 1), (_count_of, (blocks, i - 1)))
+            layer[(rows, i, 0)] = (_first_rows, (blocks, i), (before, i), limit)
+    layer[(count, 0)] = (_total, keys, dt, kind)
+    graph = HighLevelGraph.from_collections(rows, layer, dependencies=[x])
+    meta = x._meta
+    coords = da.Array(graph, rows, ((np.nan,) * len(keys), (w,)),
+                      meta=meta_from_array(meta, 2, dtype=dt))
+    total = da.Array(graph, count, ((1,),), meta=meta_from_array(meta, 1, dtype=dt))
+    return total, coords
+
+
+def argwhere(x, device, f="argwhere"):
+    return nonzero(x, None, np.int64, None, device, f)[1]
+

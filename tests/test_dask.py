@@ -1,0 +1,174 @@
+"""Dask arrays: both operators against NumPy on the computed results, for random
+shapes, dtypes and chunkings (every axis, uneven, size-1 chunks), on the threaded
+scheduler and on a distributed LocalCluster of 2 worker processes; building a
+result computes nothing; bad parameters raise while the graph is built."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dmlnumba
+from strategies import NONZERO_DTYPES, bits, fill
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+
+@st.composite
+def chunked_arrays(draw, max_dims=4, max_side=9):
+    ndim = draw(st.integers(1, max_dims))
+    shape = tuple(draw(st.integers(1, max_side)) for _ in range(ndim))
+    dtype = draw(st.sampled_from(NONZERO_DTYPES))
+    density = draw(st.sampled_from([0.0, 0.05, 0.5, 1.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    a = fill(rng, dtype, int(np.prod(shape)), density).reshape(shape)
+    chunks = []
+    for n in shape:
+        kind = draw(st.sampled_from(["whole", "ones", "uneven", "even"]))
+        if kind == "whole":
+            chunks.append((n,))
+        elif kind == "ones":
+            chunks.append((1,) * n)
+        elif kind == "even":
+            c = draw(st.integers(1, n))
+            chunks.append(tuple(min(c, n - i) for i in range(0, n, c)))
+        else:
+            cuts = sorted(set(draw(st.lists(st.integers(1, max(1, n - 1)), max_size=4))))
+            edges = [0] + [c for c in cuts if 0 < c < n] + [n]
+            chunks.append(tuple(b - a for a, b in zip(edges, edges[1:])))
+    return a, da.from_array(a, chunks=tuple(chunks))
+
+
+@st.composite
+def windows(draw, shape):
+    idx = []
+    for n in shape:
+        step = draw(st.sampled_from([1, 2, 3, -1, -2, -5, 7]))
+        a = draw(st.integers(0, n - 1))
+        b = draw(st.integers(a + 1, n))
+        idx.append(slice(a, b, step) if step > 0 else slice(b - 1, a - 1 if a else None, step))
+    return tuple(idx)
+
+
+def _check_nonzero(a, results, width=None, max_count=None):
+    count, coords, argw = results
+    ref = np.argwhere(a)
+    w = a.ndim if width is None else width
+    assert count.shape == (1,) and int(count[0]) == len(ref)
+    k = len(ref) if max_count is None else min(len(ref), max_count)
+    assert coords.shape == (k, w) and coords.dtype == np.uint32
+    np.testing.assert_array_equal(coords, ref[:k, a.ndim - w:])
+    np.testing.assert_array_equal(argw, ref)
+    assert argw.dtype == np.int64
+
+
+def _both(x, idx, max_count):
+    """The lazy results of both operators (slice1 takes no bool input)."""
+    count, coords = dmlnumba.nonzero_coordinates(x, max_count=max_count)
+    s = None if x.dtype == np.bool_ else dmlnumba.slice1(x, *dmlnumba.window(x.shape, idx))
+    return count, coords, dmlnumba.argwhere(x), s
+
+
+@given(st.data())
+def test_threaded_scheduler_matches_numpy(data):
+    a, x = data.draw(chunked_arrays())
+    idx = data.draw(windows(a.shape))
+    max_count = data.draw(st.one_of(st.none(), st.integers(0, a.size)))
+    count, coords, argw, s = _both(x, idx, max_count)
+    if s is not None:
+        assert s.dtype == a.dtype
+    with dask.config.set(scheduler="threads"):
+        if a.dtype == np.bool_:
+            r = dask.compute(count, coords, argw)
+        else:
+            r = dask.compute(count, coords, argw, s)
+            np.testing.assert_array_equal(bits(r[3]), bits(a[idx]))
+            # Output chunks: each no longer than the largest input chunk of its axis.
+            for d, cs in enumerate(s.chunks):
+                assert max(cs) <= max(x.chunks[d])
+    _check_nonzero(a, r[:3], max_count=max_count)
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=40) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+@settings(max_examples=15)
+@given(st.data())
+def test_distributed_local_cluster_matches_numpy(client, data):
+    a, x = data.draw(chunked_arrays(max_dims=3))
+    idx = data.draw(windows(a.shape))
+    count, coords, argw, s = _both(x, idx, None)
+    futures = client.compute([count, coords, argw] + ([s] if a.dtype != np.bool_ else []))
+    r = client.gather(futures)
+    _check_nonzero(a, r[:3])
+    if a.dtype != np.bool_:
+        np.testing.assert_array_equal(bits(r[3]), bits(a[idx]))
+
+
+def test_the_two_worker_processes_both_ran_tasks(client):
+    a = np.arange(1, 4 * 8 * 8 + 1, dtype=np.float32).reshape(4, 8, 8)
+    x = da.from_array(a, chunks=(1, 8, 8))
+    count, coords = dmlnumba.nonzero_coordinates(x)
+    r = client.gather(client.compute([count, coords]))
+    assert int(r[0][0]) == a.size
+    workers = {w for ws in client.who_has().values() for w in ws}
+    assert len(client.scheduler_info()["workers"]) == 2
+    assert workers  # results were held by the cluster's workers
+
+
+def test_building_a_result_computes_nothing():
+    calls = []
+
+    def make(block_info=None):
+        calls.append(1)
+        shape = block_info[None]["chunk-shape"]
+        return np.ones(shape, np.float32)
+
+    x = da.map_blocks(make, chunks=((3, 3), (4, 1)), dtype=np.float32,
+                      meta=np.empty((0, 0), np.float32))
+    count, coords = dmlnumba.nonzero_coordinates(x, max_count=5)
+    argw = dmlnumba.argwhere(x)
+    s = dmlnumba.slice1(x, (0, 0), (6, 5), (-1, 2))
+    y = x.rechunk(((1,) * 6, (2, 3)))  # not stripes: the nonzero graph rechunks, lazily
+    dmlnumba.nonzero_coordinates(y)
+    assert calls == []
+    assert count.shape == (1,) and np.isnan(coords.shape[0]) and coords.shape[1] == 2
+    assert s.shape == (6, 3)
+    r = dask.compute(count, coords, argw, s, scheduler="threads")
+    assert calls  # computing reads the blocks
+    assert int(r[0][0]) == 30 and r[1].shape == (5, 2) and r[2].shape == (30, 2)
+    np.testing.assert_array_equal(r[3], np.ones((6, 3), np.float32))
+
+
+def test_bad_parameters_raise_while_building_the_graph():
+    x = da.zeros((6, 5), chunks=3, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"^slice1\(\): window out of bounds for dimension 1"):
+        dmlnumba.slice1(x, (0, 2), (6, 4), (1, 1))
+    with pytest.raises(ValueError, match=r"^nonzero_coordinates\(\): width = 3 is out of range"):
+        dmlnumba.nonzero_coordinates(x, 3)
+    with pytest.raises(TypeError, match=r"dtype complex64 is not supported"):
+        dmlnumba.argwhere(x.astype(np.complex64))
+    with pytest.raises(TypeError, match=r"out= is not supported for dask arrays"):
+        dmlnumba.slice1(x, (0, 0), (6, 5), (1, 1), out=np.empty((6, 5), np.float32))
+    with pytest.raises(ValueError, match=r"max_count = -1 is out of range"):
+        dmlnumba.nonzero_coordinates(x, max_count=-1)
+    with pytest.raises(ValueError, match=r"unknown chunk sizes"):
+        dmlnumba.argwhere(x[x[:, 0] > 0])
+
+
+def test_stripes_bound_the_block_bytes():
+    from dmlnumba.chunked import _is_stripes, stripes
+    for shape, limit in [((64, 1024, 1024), 1 << 27), ((2, 1 << 20), 1 << 16), ((3, 5, 7), 8),
+                         ((1, 1, 9), 4)]:
+        chunks = stripes(shape, 4, limit)
+        assert _is_stripes(chunks)
+        assert tuple(sum(c) for c in chunks) == shape
+        biggest = np.prod([max(c) for c in chunks]) * 4
+        assert biggest <= max(limit, 4)
