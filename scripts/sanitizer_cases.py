@@ -28,3 +28,31 @@ for dtype in ["float64", "float32", "float16", "int8", "uint16", "bool"]:
             n_ok += 1
 cuda.synchronize()
 print(f"{n_ok} cases ok")
+
+# max_count: overflow, exact fit and zero rows (the write pass's row limit).
+x = fill(rng, "float32", 5 * 7 * 33, 0.4).reshape(5, 7, 33)
+want = np.argwhere(x)
+for m in (0, len(want) // 3, len(want), len(want) + 5):
+    c, k = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), max_count=m)
+    assert int(to_host(c)[0]) == len(want) and to_host(k).shape == (m, 3)
+    assert (to_host(k)[:min(m, len(want))] == want[:m]).all()
+    n_ok += 1
+# Outputs that overlap the input: computed into new arrays, then copied.
+from devices import device_view  # noqa: E402
+
+buf = np.ones(4096, np.uint32)
+d = to_device(buf, "cuda")
+xin = device_view(d, lambda b: b[:2048].reshape(1024, 2), buf)
+oc = device_view(d, lambda b: b.reshape(2048, 2), buf)
+c, k = dmlnumba.nonzero_coordinates(xin, out_coordinates=oc)
+assert int(to_host(c)[0]) == 2048
+assert (to_host(k) == np.argwhere(np.ones((1024, 2)))).all()
+fbuf = np.arange(24, dtype=np.float32)
+fd = to_device(fbuf, "cuda")
+src = device_view(fd, lambda b: b[:12].reshape(3, 4), fbuf)
+dst = device_view(fd, lambda b: b[6:18].reshape(3, 4), fbuf)
+r = dmlnumba.slice1(src, (0, 0), (3, 4), (-1, -1), out=dst)
+assert (to_host(r).reshape(3, 4) == fbuf[:12].reshape(3, 4)[::-1, ::-1]).all()
+n_ok += 2
+cuda.synchronize()
+print(f"{n_ok} cases ok (with max_count and aliased outputs)")

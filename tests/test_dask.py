@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dmlnumba
+from devices import CUDA, SIM
 from strategies import NONZERO_DTYPES, bits, fill
 
 da = pytest.importorskip("dask.array")
@@ -172,3 +173,43 @@ def test_stripes_bound_the_block_bytes():
         assert tuple(sum(c) for c in chunks) == shape
         biggest = np.prod([max(c) for c in chunks]) * 4
         assert biggest <= max(limit, 4)
+
+
+def _cupy():
+    if not CUDA or SIM:
+        pytest.skip("needs a real CUDA GPU")
+    return pytest.importorskip("cupy")
+
+
+@settings(max_examples=25)
+@given(st.data())
+def test_cupy_chunks_match_numpy(data):
+    cupy = _cupy()
+    a, x = data.draw(chunked_arrays(max_dims=3))
+    xc = da.from_array(cupy.asarray(a), chunks=x.chunks, asarray=False)
+    assert type(xc._meta).__module__.startswith("cupy")
+    idx = data.draw(windows(a.shape))
+    max_count = data.draw(st.one_of(st.none(), st.integers(0, a.size)))
+    count, coords, argw, s = _both(xc, idx, max_count)
+    with dask.config.set(scheduler="threads"):
+        r = dask.compute(count, coords, argw) + ((s,) if s is not None else ())
+    assert all(type(v).__module__.startswith("cupy") for v in r)
+    r = [cupy.asnumpy(v) for v in r]
+    _check_nonzero(a, r[:3], max_count=max_count)
+    if s is not None:
+        np.testing.assert_array_equal(bits(r[3]), bits(a[idx]))
+
+
+def test_device_moves_dask_chunks_between_numpy_and_cupy():
+    cupy = _cupy()
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x = da.from_array(a, chunks=(1, 4, 5))
+    on_gpu = dmlnumba.argwhere(x, device="cuda")
+    r = on_gpu.compute(scheduler="threads")
+    assert type(r).__module__.startswith("cupy")
+    np.testing.assert_array_equal(cupy.asnumpy(r), np.argwhere(a))
+    xc = da.from_array(cupy.asarray(a), chunks=(1, 4, 5), asarray=False)
+    back = dmlnumba.slice1(xc, (0, 0, 0), (3, 4, 5), (-1, 2, 1), device="cpu")
+    r = back.compute(scheduler="threads")
+    assert isinstance(r, np.ndarray)
+    np.testing.assert_array_equal(r, a[::-1, ::2])

@@ -252,7 +252,10 @@ def _nonzero_block(block, width, dtype, offsets, kind):
         n = int(count[0])
     else:
         n = int(count[0])
+    rows = coords.shape[0]
     coords = coords[:n]
+    if 2 * n < rows:  # a compact copy: the view would hold the worst-case buffer alive
+        coords = coords.copy()
     first = len(offsets) - width
     for col in range(width):
         off = offsets[first + col]
