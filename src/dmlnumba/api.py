@@ -190,7 +190,8 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
     if out_coordinates is not None:
         ox = _check_out(target, out_coordinates, dt, None, "out_coordinates", f)
         v.coordinates_matrix_shape(ox.shape, rows, w, f=f)
-    if oc is not None and ox is not None and target.shares_memory(oc, ox):
+    if oc is not None and ox is not None and target.overlaps(oc, ox) and \
+            target.shares_memory(oc, ox):
         raise ValueError(f"{f}(): out_count and out_coordinates overlap in memory; the count "
                          f"would overwrite a coordinate")
     # An output that overlaps the input: the result is computed into new arrays,

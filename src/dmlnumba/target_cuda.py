@@ -38,7 +38,7 @@ class DeviceView:
     """A NumPy-like description of a device array (or of a NumPy array to upload)."""
 
     __slots__ = ("obj", "shape", "strides", "dtype", "ptr", "readonly", "ndim", "size",
-                 "itemsize", "device", "host")
+                 "itemsize", "device", "host", "_span")
 
     def __init__(self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None):
         self.obj = obj
@@ -55,6 +55,14 @@ class DeviceView:
         self.size = n
         self.device = device
         self.host = host
+        self._span = None
+
+    def span(self):
+        """``(first, end)``: the byte addresses from its lowest element to past its highest."""
+        if self._span is None:
+            low, n, _, _ = extent(self.shape, self.strides, self.itemsize)
+            self._span = (self.ptr + low, self.ptr + low + n * self.itemsize)
+        return self._span
 
 
 def _cai(obj):
@@ -378,10 +386,9 @@ def leading_rows(coords, n):
 def _overlaps(a, b):
     if a.size == 0 or b.size == 0:
         return False
-    la, sa, _, _ = extent(a.shape, a.strides, a.itemsize)
-    lb, sb, _, _ = extent(b.shape, b.strides, b.itemsize)
-    a0, b0 = a.ptr + la, b.ptr + lb
-    return a0 < b0 + sb * b.itemsize and b0 < a0 + sa * a.itemsize
+    a0, a1 = a.span()
+    b0, b1 = b.span()
+    return a0 < b1 and b0 < a1
 
 
 _plans = {}
