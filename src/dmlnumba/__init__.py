@@ -7,5 +7,5 @@ cache) on that target's first call.
 
 from .api import argwhere, nonzero_coordinates, slice1, window
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["slice1", "nonzero_coordinates", "argwhere", "window", "__version__"]
