@@ -6,6 +6,8 @@ cache) on that target's first call.
 """
 
 from .api import argwhere, nonzero_coordinates, slice1, window
+from .dispatch import DeviceUnavailableError
 
 __version__ = "0.2.0"
-__all__ = ["slice1", "nonzero_coordinates", "argwhere", "window", "__version__"]
+__all__ = ["slice1", "nonzero_coordinates", "argwhere", "window", "DeviceUnavailableError",
+           "__version__"]
