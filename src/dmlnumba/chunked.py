@@ -281,8 +281,8 @@ def _first_rows(result, before, limit):
     return coords[:max(0, min(n, limit - before))]
 
 
-def _total(results, dtype, kind):
-    return _xp(kind).asarray([sum(r[0] for r in results)], dtype=dtype)
+def _total(counts, dtype, kind):
+    return _xp(kind).asarray([sum(counts)], dtype=dtype)
 
 
 def nonzero(x, width, dtype, max_count, device, f):
@@ -304,6 +304,7 @@ def nonzero(x, width, dtype, max_count, device, f):
     blocks = f"dmlnumba-nonzero-blocks-{token}"
     rows = f"dmlnumba-nonzero-rows-{token}"
     count = f"dmlnumba-nonzero-count-{token}"
+    counts = f"dmlnumba-nonzero-counts-{token}"
     before = f"dmlnumba-nonzero-before-{token}"
     edges = [np.cumsum((0,) + c).tolist() for c in x.chunks]
     layer = {}
@@ -311,12 +312,14 @@ def nonzero(x, width, dtype, max_count, device, f):
     for i, idx in enumerate(itertools.product(*(range(len(c)) for c in x.chunks))):
         offsets = tuple(edges[d][j] for d, j in enumerate(idx))
         layer[(blocks, i)] = (_nonzero_block, (x.name,) + idx, w, dt, offsets, kind)
-        keys.append((blocks, i))
+        # Each block's count as a task of its own: the total and the scan move integers
+        # between workers, never a block's coordinates.
+        layer[(counts, i)] = (_count_of, (blocks, i))
+        keys.append((counts, i))
         if limit is None:
             layer[(rows, i, 0)] = (_rows_of, (blocks, i))
         else:  # the exclusive scan of the block counts, as a chain of additions
-            layer[(before, i)] = 0 if i == 0 else (
-                _add, (before, i - 1), (_count_of, (blocks, i - 1)))
+            layer[(before, i)] = 0 if i == 0 else (_add, (before, i - 1), (counts, i - 1))
             layer[(rows, i, 0)] = (_first_rows, (blocks, i), (before, i), limit)
     layer[(count, 0)] = (_total, keys, dt, kind)
     graph = HighLevelGraph.from_collections(rows, layer, dependencies=[x])
