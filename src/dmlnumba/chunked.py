@@ -129,17 +129,20 @@ def _axis_runs(chunks, start, step, m):
     return runs, edges
 
 
-def _axis_plan(chunks, start, step, m):
+def _axis_plan(chunks, start, step, m, reach=None):
     """One axis of the output: ``[(length, pieces)]`` per output chunk, each piece
     ``(k, offset, size, step, out_lo, out_hi)``: a slice1 of input chunk ``k``'s
     window ``[offset, offset + size)`` (in the chunk's own coordinates) into output
-    positions ``[out_lo, out_hi)`` of the output chunk."""
+    positions ``[out_lo, out_hi)`` of the output chunk.  Runs merge while the output
+    chunk is at most the largest input chunk long, or, with ``reach``, while the input
+    chunks it reads span at most ``reach`` indices."""
     runs, edges = _axis_runs(chunks, start, step, m)
     target = max(1, max(chunks))
     out = []
     cur, cur_lo = [], 0
     for k, lo, hi in runs:
-        if cur and hi - cur_lo > target:
+        span = sum(chunks[j] for j, _, _ in cur) + chunks[k]
+        if cur and hi - cur_lo > target and (reach is None or span > reach):
             out.append((cur[-1][2] - cur_lo, cur, cur_lo))
             cur = []
         if not cur:
@@ -184,6 +187,19 @@ def slice1(x, offsets, sizes, strides, output_sizes, device):
     v.check_dtype(dtype, v.SLICE_DTYPES, f)
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
     plans = [_axis_plan(x.chunks[d], starts[d], steps[d], out_shape[d]) for d in range(x.ndim)]
+    # Fewer, larger blocks along the outermost axis: each output block may read input
+    # chunks of up to dask's array.chunk-size bytes together (never the whole input
+    # unless it is that small), which saves tasks and per-block overhead.
+    import dask
+    from dask.utils import parse_bytes
+
+    limit = parse_bytes(dask.config.get("array.chunk-size"))
+    inner = dtype.itemsize
+    for d in range(1, x.ndim):
+        inner *= max(sum(x.chunks[d][k] for k in {p[0] for p in pieces})
+                     for _, pieces in plans[d])
+    plans[0] = _axis_plan(x.chunks[0], starts[0], steps[0], out_shape[0],
+                          reach=max(1, limit // max(inner, 1)))
     name = "dmlnumba-slice1-" + tokenize(x, starts, steps, out_shape)
     layer = {}
     for idx in itertools.product(*(range(len(p)) for p in plans)):
@@ -240,24 +256,33 @@ def stripes(shape, itemsize, limit):
     return tuple(chunks)
 
 
-def _nonzero_block(block, width, dtype, offsets, kind):
-    """``(count, coordinates)`` of one block: its compact coordinates in ascending
-    order, shifted by the block's position ``offsets`` (one per axis)."""
-    from . import api
-    with _OneThread():
-        count, coords = api.nonzero_coordinates(block, width, dtype=dtype)
-    if kind == "cupy":
+def _nonzero_block(block, width, dtype, offsets, kind, shape):
+    """``(count, coordinates)`` of one block (a stripe of the array of ``shape``, whose
+    first element sits at ``offsets``): its compact coordinates in ascending order,
+    in the whole array's terms."""
+    if kind == "numpy":
+        from . import target_cpu
+        with _OneThread():
+            n, coords = target_cpu.nonzero_run(v.host_array(block, "input", "dask block"), shape,
+                                               offsets, width, dtype)
+        first_col = width  # written in the array's terms already: nothing to shift
+    else:
         import cupy
+
+        from . import api
+        count, coords = api.nonzero_coordinates(block, width, dtype=dtype)
         count, coords = cupy.asarray(count), cupy.asarray(coords)
         n = int(count[0])
-    else:
-        n = int(count[0])
+        first_col = 0
     rows = coords.shape[0]
     coords = coords[:n]
-    if 2 * n < rows:  # a compact copy: the view would hold the worst-case buffer alive
+    if 8 * n < rows:
+        # A compact copy where the rows are few: the view would hold the worst-case buffer
+        # alive (virtual memory only: its untouched pages are never resident).  Denser
+        # blocks keep the view; their copy would cost as much as writing the rows.
         coords = coords.copy()
     first = len(offsets) - width
-    for col in range(width):
+    for col in range(first_col, width):
         off = offsets[first + col]
         if off:
             coords[:, col] += off
@@ -311,7 +336,7 @@ def nonzero(x, width, dtype, max_count, device, f):
     keys = []
     for i, idx in enumerate(itertools.product(*(range(len(c)) for c in x.chunks))):
         offsets = tuple(edges[d][j] for d, j in enumerate(idx))
-        layer[(blocks, i)] = (_nonzero_block, (x.name,) + idx, w, dt, offsets, kind)
+        layer[(blocks, i)] = (_nonzero_block, (x.name,) + idx, w, dt, offsets, kind, x.shape)
         # Each block's count as a task of its own: the total and the scan move integers
         # between workers, never a block's coordinates.
         layer[(counts, i)] = (_count_of, (blocks, i))

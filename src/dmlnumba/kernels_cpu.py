@@ -337,38 +337,34 @@ def _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width
 
 
 @jit
-def _count_block(src, sb, mask, geom, block, b, contiguous):
-    """Non-zero elements of block ``b`` (elements ``[b*block, (b+1)*block)``)."""
+def _count_block(src, sb, mask, geom, first, n, block, b, contiguous):
+    """Non-zero elements of block ``b``: elements ``first + [b*block, (b+1)*block)``
+    (clipped to ``first + n``) of the row-major order of the shape in ``geom``."""
     ndim = geom.shape[1]
-    shape = geom[0]
-    lo, hi = block_bounds(b, block, _total(shape, ndim))
+    lo, hi = block_bounds(b, block, n)
+    lo += first
+    hi += first
     if contiguous:
         return _count_row(src, sb + lo, 1, hi - lo, mask)
-    return _count_range(src, sb, mask, shape, geom[1], ndim, lo, hi)
+    return _count_range(src, sb, mask, geom[0], geom[1], ndim, lo, hi)
 
 
 @jit
-def _write_block(src, sb, mask, geom, block, b, out, ob, rs, cs, width, row, row_end,
+def _write_block(src, sb, mask, geom, first, n, block, b, out, ob, rs, cs, width, row, row_end,
                  contiguous):
     """Write block ``b``'s coordinates into rows ``[row, row_end)``; return the row
     after the last one written.  :func:`_write_range_flat` for a C-contiguous
     input, else :func:`_write_range`."""
     ndim = geom.shape[1]
     shape = geom[0]
-    lo, hi = block_bounds(b, block, _total(shape, ndim))
+    lo, hi = block_bounds(b, block, n)
+    lo += first
+    hi += first
     if contiguous:
         return _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width,
                                  row, row_end)
     return _write_range(src, sb, mask, shape, geom[1], ndim, lo, hi, out, ob, rs, cs, width,
                         row, row_end)
-
-
-@_inline
-def _total(shape, ndim):
-    total = 1
-    for d in range(ndim):
-        total *= shape[d]
-    return total
 
 
 @_inline
@@ -380,47 +376,51 @@ def _scan(rows, nblocks):
 
 
 @jit(nogil=True)
-def nonzero(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
+def nonzero(src, src_base, mask, geom, first, n, block, nblocks, out, out_base, rs, cs, width,
             count, count_pos, contiguous, limit):
     """NONZERO_COORDINATES on the calling thread: block counts, an exclusive scan,
     then ordered writes (see :func:`nonzero_parallel`).  A single block whose rows
-    all fit (``limit``, the rows ``out`` holds, is at least the element count) needs
-    no scan, so no counting pass either: its write, bounded by the worst case
-    (every element), ends on the count."""
+    all fit (``limit``, the rows ``out`` holds, is at least ``n``) needs no scan, so
+    no counting pass either: its write, bounded by the worst case (every element),
+    ends on the count."""
     rows = np.empty(nblocks + 1, np.int64)
-    total = _total(geom[0], geom.shape[1])
-    one_pass = nblocks == 1 and limit >= total
+    one_pass = nblocks == 1 and limit >= n
     rows[0] = 0
     if one_pass:
-        rows[1] = total
+        rows[1] = n
     else:
         for b in range(nblocks):
-            rows[b + 1] = _count_block(src, src_base, mask, geom, block, np.int64(b), contiguous)
+            rows[b + 1] = _count_block(src, src_base, mask, geom, first, n, block, np.int64(b),
+                                       contiguous)
         _scan(rows, nblocks)
     end = 0
     for b in range(nblocks):
-        end = _write_block(src, src_base, mask, geom, block, np.int64(b), out, out_base, rs, cs,
-                           width, min(rows[b], limit), min(rows[b + 1], limit), contiguous)
+        end = _write_block(src, src_base, mask, geom, first, n, block, np.int64(b), out, out_base,
+                           rs, cs, width, min(rows[b], limit), min(rows[b + 1], limit),
+                           contiguous)
     count[count_pos] = end if one_pass else rows[nblocks]
 
 
 @jit(parallel=True, nogil=True)
-def nonzero_parallel(src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width,
-                     count, count_pos, contiguous, limit):
+def nonzero_parallel(src, src_base, mask, geom, first, n, block, nblocks, out, out_base, rs, cs,
+                     width, count, count_pos, contiguous, limit):
     """NONZERO_COORDINATES over numba's threads (``nblocks >= 2``).
 
-    Block ``b`` holds elements ``[b*block, (b+1)*block)`` of the row-major
-    order.  Pass 1 counts each block's non-zeros; the exclusive scan of the
-    counts gives each block its first output row; pass 2 writes each block's
-    rows, those below ``limit`` (the rows ``out`` holds).  The result is in
-    ascending element order with no sort and no atomics; the count is the true
-    count, also where it exceeds ``limit``.
+    The input is elements ``[first, first + n)`` of the row-major order of the
+    shape in ``geom`` (the whole of it in memory; a dask block's run of the whole
+    array's order), and coordinates are written in that shape.  Block ``b`` holds
+    elements ``first + [b*block, (b+1)*block)``.  Pass 1 counts each block's
+    non-zeros; the exclusive scan of the counts gives each block its first output
+    row; pass 2 writes each block's rows, those below ``limit`` (the rows ``out``
+    holds).  The result is in ascending element order with no sort and no atomics;
+    the count is the true count, also where it exceeds ``limit``.
     """
     rows = np.empty(nblocks + 1, np.int64)
     for b in prange(nblocks):
-        rows[b + 1] = _count_block(src, src_base, mask, geom, block, np.int64(b), contiguous)
+        rows[b + 1] = _count_block(src, src_base, mask, geom, first, n, block, np.int64(b),
+                                   contiguous)
     _scan(rows, nblocks)
     for b in prange(nblocks):
-        _write_block(src, src_base, mask, geom, block, np.int64(b), out, out_base, rs, cs,
-                     width, min(rows[b], limit), min(rows[b + 1], limit), contiguous)
+        _write_block(src, src_base, mask, geom, first, n, block, np.int64(b), out, out_base, rs,
+                     cs, width, min(rows[b], limit), min(rows[b + 1], limit), contiguous)
     count[count_pos] = rows[nblocks]

@@ -76,15 +76,15 @@ def _copy(src, src_base, dst, dst_base, geom, size):
 
 
 def _nonzero(src, src_base, mask, geom, size, out, out_base, rs, cs, width, count, count_pos,
-             contiguous, limit):
-    """Run the nonzero kernel over an input of ``size`` elements, writing at most
-    ``limit`` rows (see :func:`_copy`)."""
+             contiguous, limit, first=0):
+    """Run the nonzero kernel over ``size`` elements (from element ``first`` of the
+    shape in ``geom``), writing at most ``limit`` rows (see :func:`_copy`)."""
     k = kernels()
     block = config.CPU_NONZERO_BLOCK
     nblocks = max(1, -(-size // block))
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
-    args = (src, src_base, mask, geom, block, nblocks, out, out_base, rs, cs, width, count,
-            count_pos, contiguous, limit)
+    args = (src, src_base, mask, geom, first, size, block, nblocks, out, out_base, rs, cs, width,
+            count, count_pos, contiguous, limit)
     if nblocks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
         _run(k.nonzero_parallel, key + ("parallel",), *args)
     else:
@@ -244,6 +244,33 @@ def nonzero_runner(x, width, dtype, rows):
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd
     return run
+
+
+def nonzero_run(x, shape, origin, width, dtype):
+    """nonzero_coordinates of ``x``, a block of a larger array of ``shape`` at ``origin``
+    (its first element's coordinates) that is one contiguous run of that array's
+    row-major order (a dask stripe): ``(count, coordinates)`` with coordinates in the
+    larger array, written directly by the kernel (no second pass to shift them)."""
+    n = x.size
+    u = uint_of_size(dtype.itemsize)
+    cnt = np.zeros(1, u)
+    crd = np.empty((n, width), u)
+    if n:
+        src, sbase, sstr = flat(x, False)
+        # Strides in the larger array's terms: axes where the block is one index get 0
+        # (their coordinate is fixed); element (c) of the larger array is then read at
+        # src[sbase + sum((c - origin) * strides)], or src[sbase + e - first] in C order.
+        es = tuple(0 if x.shape[d] == 1 else sstr[d] for d in range(x.ndim))
+        first = 0
+        for d in range(len(shape)):
+            first = first * shape[d] + origin[d]
+        contiguous = bool(x.flags.c_contiguous)
+        base = sbase - first if contiguous else sbase - sum(o * s for o, s in zip(origin, es))
+        geom = _nonzero_geometry(tuple(shape), es)
+        out, obase, rs, cs = (crd.reshape(-1), 0, width, 1) if width else (cnt, 0, 0, 0)
+        _nonzero(src, base, _mask(x.dtype), geom, n, out, obase, rs, cs, width, cnt, 0,
+                 contiguous, n if width else 0, first)
+    return int(cnt[0]), crd.view(dtype)
 
 
 def nonzero(x, width, count, coords, stream=None, limit=None):
