@@ -278,17 +278,22 @@ def effective_rank(shape):
     return r
 
 
+def _int_arg(value, name, f):
+    """A scalar argument as a Python int: any integer but bool (TypeError otherwise)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{f}(): {name} must be an integer, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{f}(): {name} must be an integer, not {type(value).__name__}") from None
+
+
 def nonzero_width(shape, width, f="nonzero_coordinates"):
     ndim = len(shape)
     lo = effective_rank(shape)
     if width is None:
         return ndim
-    if isinstance(width, (bool, np.bool_)):
-        raise TypeError(f"{f}(): width must be an integer, not bool")
-    try:
-        width = operator.index(width)
-    except TypeError:
-        raise TypeError(f"{f}(): width must be an integer, not {type(width).__name__}") from None
+    width = _int_arg(width, "width", f)
     if not lo <= width <= ndim:
         raise ValueError(
             f"{f}(): width = {width} is out of range for an input of shape {tuple(shape)}: it must "
@@ -315,13 +320,7 @@ def max_count(value, size, dtype, f="nonzero_coordinates"):
     else ``value``, a non-negative int that the coordinate type can index."""
     if value is None:
         return size
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{f}(): max_count must be an integer, not bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{f}(): max_count must be an integer, not {type(value).__name__}") \
-            from None
+    value = _int_arg(value, "max_count", f)
     if not 0 <= value <= COORD_LIMITS[dtype]:
         raise ValueError(f"{f}(): max_count = {value} is out of range: it must be between 0 and "
                          f"{COORD_LIMITS[dtype]} (what dtype {dtype} can count)")
