@@ -194,25 +194,22 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
             target.shares_memory(oc, ox):
         raise ValueError(f"{f}(): out_count and out_coordinates overlap in memory; the count "
                          f"would overwrite a coordinate")
-    # An output that overlaps the input: the result is computed into new arrays,
-    # then copied (as if the input had been read first).
-    aliased = [(o, name) for o, name in ((oc, "count"), (ox, "coordinates"))
-               if o is not None and target.overlaps(x, o)]
-    if out_count is None or aliased:
-        out_count_new = target.empty((1,), dt, stream, x)
-        tc = target.describe(out_count_new, "out_count", f)
-    if out_coordinates is None or aliased:
-        out_coordinates_new = target.empty((rows, w), dt, stream, x)
-        tx = target.describe(out_coordinates_new, "out_coordinates", f)
-    target.nonzero(x, w, tc if oc is None or aliased else oc,
-                   tx if ox is None or aliased else ox, stream, rows)
+    # Where the call writes: the caller's outputs, or new arrays where none was given or
+    # where an output overlaps the input (then copied over, as if the input had been read
+    # first).
+    aliased = any(o is not None and target.overlaps(x, o) for o in (oc, ox))
+    new_count = target.empty((1,), dt, stream, x) if oc is None or aliased else None
+    new_coords = target.empty((rows, w), dt, stream, x) if ox is None or aliased else None
+    wc = oc if new_count is None else target.describe(new_count, "out_count", f)
+    wx = ox if new_coords is None else target.describe(new_coords, "out_coordinates", f)
+    target.nonzero(x, w, wc, wx, stream, rows)
     if aliased:
         if oc is not None:
-            target.copy_into(tc, oc, stream)
+            target.copy_into(wc, oc, stream)
         if ox is not None and rows and w:
-            target.copy_into(tx, target.leading_rows(ox, rows), stream)
-    return (target, out_count_new if out_count is None else out_count,
-            out_coordinates_new if out_coordinates is None else out_coordinates)
+            target.copy_into(wx, target.leading_rows(ox, rows), stream)
+    return (target, new_count if out_count is None else out_count,
+            new_coords if out_coordinates is None else out_coordinates)
 
 
 def argwhere(input, *, device=None, stream=None):
