@@ -95,18 +95,6 @@ def _prepare(x, device, f):
     return x, kind
 
 
-class _OneThread:
-    """Kernels called inside run on the calling thread (see target_cpu)."""
-
-    def __enter__(self):
-        from . import target_cpu
-        target_cpu._local.one_thread = True
-
-    def __exit__(self, *exc):
-        from . import target_cpu
-        target_cpu._local.one_thread = False
-
-
 # ---------------------------------------------------------------- slice1
 
 def _axis_runs(chunks, start, step, m):
@@ -163,8 +151,8 @@ def _axis_plan(chunks, start, step, m, reach=None):
 
 
 def _slice_block(blocks, pieces, shape, dtype, kind):
-    from . import api
-    with _OneThread():
+    from . import api, target_cpu
+    with target_cpu.one_thread():
         if len(pieces) == 1 and tuple(pieces[0][3]) == tuple((0, n) for n in shape):
             offsets, sizes, steps, _ = pieces[0]
             r = api.slice1(blocks[0], offsets, sizes, steps)
@@ -262,7 +250,7 @@ def _nonzero_block(block, width, dtype, offsets, kind, shape):
     in the whole array's terms."""
     if kind == "numpy":
         from . import target_cpu
-        with _OneThread():
+        with target_cpu.one_thread():
             n, coords = target_cpu.nonzero_run(v.host_array(block, "input", "dask block"), shape,
                                                offsets, width, dtype)
         first_col = width  # written in the array's terms already: nothing to shift

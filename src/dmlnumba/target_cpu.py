@@ -5,6 +5,7 @@ arrays out for the kernels and launches them.  It imports numba's CPU kernels
 on first use, so ``import dmlnumba`` stays light.
 """
 
+import contextlib
 import functools
 import os
 import threading
@@ -35,6 +36,18 @@ _fork_child = False
 #: ``one_thread``: set by tasks of a dask graph, whose scheduler's threads are the
 #: parallelism (numba's pool on top of them would oversubscribe the cores).
 _local = threading.local()
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Kernels called inside run on the calling thread (a dask task's: the scheduler's
+    threads are the parallelism there)."""
+    before = getattr(_local, "one_thread", False)
+    _local.one_thread = True
+    try:
+        yield
+    finally:
+        _local.one_thread = before
 
 
 def _mark_fork_child():
