@@ -27,14 +27,15 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 @contextlib.contextmanager
 def tiny_blocks():
     """Patch the block sizes small, so that tiny inputs cross many blocks and the
-    parallel paths run."""
+    parallel paths run, and send small slice1 windows through the kernel."""
     from dmlnumba import config
-    names = ("CPU_NONZERO_BLOCK", "CPU_SLICE_CHUNK", "CPU_PARALLEL_MIN",
+    names = ("CPU_NONZERO_BLOCK", "CPU_SLICE_CHUNK", "CPU_PARALLEL_MIN", "CPU_SLICE_NUMPY_MAX",
              "CUDA_THREADS", "CUDA_NONZERO_ITEMS", "CUDA_SLICE_ITEMS")
     saved = {n: getattr(config, n) for n in names}
     config.CPU_NONZERO_BLOCK = 7
     config.CPU_SLICE_CHUNK = 5
     config.CPU_PARALLEL_MIN = 0
+    config.CPU_SLICE_NUMPY_MAX = 0  # small windows through the kernel, not NumPy
     config.CUDA_THREADS = 32
     config.CUDA_NONZERO_ITEMS = 6   # one four-step run, then two single steps
     config.CUDA_SLICE_ITEMS = 2

@@ -192,3 +192,23 @@ def test_rows_too_wide_to_prefetch():
     x = np.random.default_rng(2).standard_normal((2, 9, 3000))
     idx = np.s_[:, ::-2, ::-1]
     np.testing.assert_array_equal(dmlnumba.slice1(x, *dmlnumba.window(x.shape, idx)), x[idx])
+
+
+def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypatch):
+    """New outputs of at most CPU_SLICE_NUMPY_MAX elements take NumPy's view-and-copy
+    (bit-exact: a byte copy); larger ones the kernel."""
+    from dmlnumba import api, config, target_cpu
+    calls = []
+    real = target_cpu._copy
+    monkeypatch.setattr(target_cpu, "_copy", lambda *a: (calls.append(a[-1]), real(*a)))
+    monkeypatch.setattr(api, "_runners", {})
+    raw = np.array([0x7FC01234, 0x80000000, 0xFF800000, 1, 2, 3] * 50, np.uint32)
+    x = raw.view(np.float32).reshape(15, 20)
+    small = dmlnumba.slice1(x, (1, 2), (13, 17), (-2, 3))
+    assert calls == []
+    np.testing.assert_array_equal(small.view(np.uint32), x[13:0:-2, 2:19:3].view(np.uint32))
+    assert small.flags.c_contiguous
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 10)  # the same cached call, now large
+    big = dmlnumba.slice1(x, (1, 2), (13, 17), (-2, 3))
+    assert calls == [small.size]
+    np.testing.assert_array_equal(big.view(np.uint32), small.view(np.uint32))

@@ -13,6 +13,11 @@ CPU_NONZERO_BLOCK = 1 << 16
 #: CPU slice1: output elements per parallel chunk.
 CPU_SLICE_CHUNK = 1 << 15
 
+#: CPU slice1 into a new output: windows of at most this many elements are copied by
+#: NumPy's strided view and copy, which costs less than a kernel call's fixed overhead
+#: (see docs/PERFORMANCE.md for the measurement that set it).
+CPU_SLICE_NUMPY_MAX = 1 << 16
+
 #: Below this many elements, CPU kernels run on one thread (thread start-up
 #: costs more than the work).
 CPU_PARALLEL_MIN = 1 << 15
@@ -74,6 +79,7 @@ _RANGES = {
     "CPU_NONZERO_BLOCK": (1, 1 << 40, 1),
     "CPU_SLICE_CHUNK": (1, 1 << 40, 1),
     "CPU_PARALLEL_MIN": (0, 1 << 62, 1),
+    "CPU_SLICE_NUMPY_MAX": (0, 1 << 40, 1),
     "DASK_BLOCK_BYTES": (1, 1 << 50, 1),
     "CUDA_THREADS": (32, 1024, 32),
     "CUDA_NONZERO_ITEMS": (4, 1024, 1),

@@ -192,16 +192,27 @@ def slice1_runner(x, starts, steps, out_shape):
         size *= n
     if size == 0:
         return lambda x: np.empty(out_shape, dtype)
+    idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out_shape))
     _, sbase, sstr = flat(x, False)
     geom, off = slice_geometry(out_shape, starts, steps, sstr, c_strides(tuple(out_shape)))
     base = sbase + off
     read = _reader(x)
 
     def run(x):
+        if size <= config.CPU_SLICE_NUMPY_MAX:
+            # A small window: NumPy's strided view and copy (a byte copy, so bit-exact)
+            # costs less than a kernel call's fixed overhead (docs/PERFORMANCE.md).
+            return x[idx].copy()
         out = np.empty(out_shape, dtype)
         _copy(read(x), base, out.ravel().view(u), 0, geom, size)
         return out
     return run
+
+
+def _numpy_slice(start, step, m):
+    """The basic slice that takes ``m`` elements from ``start`` in steps of ``step``."""
+    stop = start + step * (m - 1) + (1 if step > 0 else -1)
+    return slice(start, stop if stop >= 0 else None, step)
 
 
 def slice1(x, starts, steps, out, stream=None, fresh=False):
