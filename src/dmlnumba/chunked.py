@@ -164,23 +164,23 @@ def _slice_block(blocks, pieces, shape, dtype, kind):
 
 
 def slice1(x, offsets, sizes, strides, output_sizes, device):
+    import dask
     import dask.array as da
     from dask.array.utils import meta_from_array
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
+    from dask.utils import parse_bytes
 
     f = "slice1"
     x, kind = _prepare(x, device, f)
     dtype = np.dtype(x.dtype)
     v.check_dtype(dtype, v.SLICE_DTYPES, f)
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
-    plans = [_axis_plan(x.chunks[d], starts[d], steps[d], out_shape[d]) for d in range(x.ndim)]
+    plans = [None] + [_axis_plan(x.chunks[d], starts[d], steps[d], out_shape[d])
+                      for d in range(1, x.ndim)]
     # Fewer, larger blocks along the outermost axis: each output block may read input
     # chunks of up to dask's array.chunk-size bytes together (never the whole input
     # unless it is that small), which saves tasks and per-block overhead.
-    import dask
-    from dask.utils import parse_bytes
-
     limit = parse_bytes(dask.config.get("array.chunk-size"))
     inner = dtype.itemsize
     for d in range(1, x.ndim):
