@@ -191,9 +191,9 @@ def dask_cases(quick=False, chunks="numpy"):
     gpu = chunks == "cupy"
     if gpu:
         import cupy
-        xp, sync = cupy, cupy.cuda.runtime.deviceSynchronize
+        sync = cupy.cuda.runtime.deviceSynchronize
     else:
-        xp, sync = np, None
+        sync = None
     shape = (8, 256, 256) if quick else ((1024, 1024, 1024) if gpu else (64, 1024, 1024))
     block = (1,) + shape[1:] if quick else ((16,) + shape[1:] if gpu else (4,) + shape[1:])
     where = "CuPy" if gpu else "NumPy"

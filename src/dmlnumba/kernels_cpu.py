@@ -11,7 +11,7 @@ dask scheduler's, an application's) run at the same time.
 import numpy as np
 from llvmlite import ir
 from numba import config as _nbconfig
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
