@@ -1,31 +1,53 @@
-"""Per-call host time of small CUDA calls, and where it goes (cProfile top entries)."""
+"""Per-call time of small CUDA calls as users write them (default outputs, PyTorch
+and CuPy inputs, 1000 back-to-back calls then one sync), and where the host time
+goes (cProfile top entries).  ``python3 scripts/host_overhead.py [--profile]``"""
 import cProfile
 import pstats
+import sys
 import time
 
 import cupy as cp
 import numpy as np
+import torch
 
 import dmlnumba
 
-x = cp.random.standard_normal(1 << 10, dtype=cp.float32)
+xt = torch.randn(10, 10, 10, device="cuda")
+xt[xt < 0] = 0
+xc = cp.asarray(xt)
 cnt = cp.empty(1, cp.uint32)
-crd = cp.empty((x.size, 1), cp.uint32)
-w = dmlnumba.window((1 << 10,), np.s_[::-2])
+crd = cp.empty((xc.size, 3), cp.uint32)
+w = dmlnumba.window(xt.shape, np.s_[:, ::-1, 1::2])
 out = cp.empty(w[3], cp.float32)
-for f, name in [(lambda: dmlnumba.nonzero_coordinates(x, out_count=cnt, out_coordinates=crd), "nonzero"),
-                (lambda: dmlnumba.slice1(x, *w, out=out), "slice1")]:
+cases = {
+    "nonzero torch in, default": lambda: dmlnumba.nonzero_coordinates(xt),
+    "nonzero cupy in, default": lambda: dmlnumba.nonzero_coordinates(xc),
+    "nonzero cupy in, preallocated": lambda: dmlnumba.nonzero_coordinates(
+        xc, out_count=cnt, out_coordinates=crd),
+    "slice1 torch in, default": lambda: dmlnumba.slice1(xt, *w),
+    "slice1 cupy in, preallocated": lambda: dmlnumba.slice1(xc, *w, out=out),
+    "torch.nonzero": lambda: torch.nonzero(xt),
+    "torch.empty x2": lambda: (torch.empty(1, dtype=torch.uint32, device="cuda"),
+                               torch.empty((1000, 3), dtype=torch.uint32, device="cuda")),
+    "torch current_stream": lambda: torch.cuda.current_stream(0).cuda_stream,
+}
+for name, f in cases.items():
     f()
-    cp.cuda.runtime.deviceSynchronize()
-    t = time.perf_counter()
-    for _ in range(500):
-        f()
-    host = (time.perf_counter() - t) / 500
-    cp.cuda.runtime.deviceSynchronize()
-    print(f"{name}: {host * 1e6:.1f} us host time per call (1024 elements)")
-    pr = cProfile.Profile()
-    pr.enable()
-    for _ in range(200):
-        f()
-    pr.disable()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(8)
+    torch.cuda.synchronize()
+    best = []
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(1000):
+            f()
+        torch.cuda.synchronize()
+        best.append((time.perf_counter() - t) / 1000)
+    print(f"{name:34s} {sorted(best)[1] * 1e6:7.1f} us per call (1000 calls, one sync)")
+if "--profile" in sys.argv:
+    for name in ("nonzero torch in, default", "slice1 torch in, default"):
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(500):
+            cases[name]()
+        pr.disable()
+        print("==", name)
+        pstats.Stats(pr).sort_stats("tottime").print_stats(14)

@@ -45,7 +45,28 @@ def as_torch(x):
 
 
 def _host(a):
-    return a.copy_to_host()
+    from dmlnumba import target_cuda
+    return np.ascontiguousarray(target_cuda.to_host(a))
+
+
+def _library_of(d):
+    """The library whose arrays dmlnumba must return for input ``d``."""
+    mod = type(d).__module__.split(".")[0]
+    return {"torch": "torch", "cupy": "cupy"}.get(mod, "numba")
+
+
+def _check_library(got, d):
+    """``got`` is an array of ``d``'s library, on ``d``'s device."""
+    lib = _library_of(d)
+    if lib == "torch":
+        import torch
+        assert type(got) is torch.Tensor and got.device == d.device, (type(got), got.device)
+    elif lib == "cupy":
+        import cupy
+        assert type(got) is cupy.ndarray and got.device == d.device
+    else:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+        assert isinstance(got, DeviceNDArray), type(got)
 
 
 def _frameworks(data, dtypes):
@@ -70,7 +91,7 @@ def test_slice1_on_framework_arrays(data):
     x, d = _frameworks(data, DML_DTYPES)
     params = data.draw(windows(x.shape))
     got = dmlnumba.slice1(d, *params)
-    assert hasattr(got, "__cuda_array_interface__")
+    _check_library(got, d)
     np.testing.assert_array_equal(bits(_host(got)), bits(slice1_reference(x, *params)))
 
 
@@ -78,22 +99,143 @@ def test_slice1_on_framework_arrays(data):
 def test_nonzero_on_framework_arrays(data):
     x, d = _frameworks(data, NONZERO_DTYPES)
     count, coords = dmlnumba.nonzero_coordinates(d)
-    assert hasattr(count, "__cuda_array_interface__")  # the count stays on the device
+    _check_library(count, d)  # the count stays on the device
+    _check_library(coords, d)
     want = np.argwhere(x)
     n = int(_host(count)[0])
     assert n == len(want)
     np.testing.assert_array_equal(_host(coords)[:n], want)
 
 
-def test_torch_stream_and_zero_copy_results():
+@given(data=st.data())
+def test_argwhere_on_framework_arrays(data):
+    x, d = _frameworks(data, NONZERO_DTYPES)
+    got = dmlnumba.argwhere(d)
+    _check_library(got, d)
+    np.testing.assert_array_equal(_host(got).reshape(-1, x.ndim), np.argwhere(x))
+
+
+def test_numpy_sent_to_the_gpu_gives_numba_arrays():
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    x = np.array([[0, 1.5], [-0.0, np.nan]], np.float32)
+    count, coords = dmlnumba.nonzero_coordinates(x, device="cuda")
+    assert isinstance(count, DeviceNDArray) and isinstance(coords, DeviceNDArray)
+    assert int(count.copy_to_host()[0]) == 2
+    np.testing.assert_array_equal(coords.copy_to_host()[:2], [[0, 1], [1, 1]])
+    got = dmlnumba.slice1(x, (0, 0), (2, 2), (-1, 1), device="cuda")
+    assert isinstance(got, DeviceNDArray)
+    np.testing.assert_array_equal(bits(got.copy_to_host()), bits(x[::-1]))
+
+
+def test_torch_tensors_out_for_torch_tensors_in_on_both_devices():
     torch = pytest.importorskip("torch")
-    s = torch.cuda.Stream()
-    t = torch.arange(-5, 5, device="cuda", dtype=torch.float32).reshape(2, 5)
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        count, coords = dmlnumba.nonzero_coordinates(t, stream=s)
-        out = dmlnumba.slice1(t, (0, 0), (2, 5), (-1, 2), stream=s)
-    s.synchronize()
-    assert int(torch.as_tensor(count, device="cuda")[0]) == 9
-    np.testing.assert_array_equal(torch.as_tensor(out, device="cuda").cpu().numpy(),
-                                  t.cpu().numpy()[::-1, ::2])
+    for dev in ("cpu", "cuda"):
+        t = torch.tensor([[0.0, 2.0, 0.0], [3.0, 0.0, -0.0]], device=dev)
+        count, coords = dmlnumba.nonzero_coordinates(t)
+        assert type(count) is torch.Tensor and count.device == t.device
+        assert count.dtype == torch.uint32 and tuple(coords.shape) == (6, 2)
+        assert int(count.to(torch.int64)[0]) == 2
+        np.testing.assert_array_equal(coords.to(torch.int64).cpu().numpy()[:2], [[0, 1], [1, 0]])
+        a = dmlnumba.argwhere(t)
+        assert type(a) is torch.Tensor and a.dtype == torch.int64 and a.device == t.device
+        np.testing.assert_array_equal(a.cpu().numpy(), [[0, 1], [1, 0]])
+        s = dmlnumba.slice1(t, (0, 0), (2, 3), (1, -2))
+        assert type(s) is torch.Tensor and s.device == t.device
+        np.testing.assert_array_equal(s.cpu().numpy(), t.cpu().numpy()[:, ::-2])
+    # A CUDA tensor computed on the CPU comes back as a CPU tensor, and the reverse.
+    t = torch.tensor([0.0, 1.0], device="cuda")
+    assert dmlnumba.slice1(t, (0,), (2,), (1,), device="cpu").device.type == "cpu"
+    assert dmlnumba.slice1(t.cpu(), (0,), (2,), (1,), device="cuda").device.type == "cuda"
+
+
+def _spin_kernel():
+    """A CuPy kernel that keeps its stream busy for about ``ns`` nanoseconds."""
+    import cupy
+    return cupy.RawKernel(r"""
+    extern "C" __global__ void spin(long long ns) {
+        long long t0 = clock64();
+        while (clock64() - t0 < ns) { }
+    }""", "spin")
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_calls_are_ordered_on_the_callers_stream(lib, explicit):
+    """A long producer on a side stream, then the calls with no synchronization in
+    between: a call that ran on any other stream would read the zeros the producer
+    has not yet overwritten (side streams are non-blocking, so the legacy default
+    stream does not wait for them)."""
+    n = 1 << 20
+    want = np.zeros(n, np.float32)
+    want[3::7] = 1.5
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        src = torch.as_tensor(want, device="cuda")
+        x = torch.zeros(n, device="cuda")
+        side = torch.cuda.Stream()
+        ctx = torch.cuda.stream(side)
+        spin = lambda: torch.cuda._sleep(500_000_000)  # noqa: E731  (about 0.3 s)
+        copy = lambda: x.copy_(src)  # noqa: E731
+    else:
+        cupy = pytest.importorskip("cupy")
+        src = cupy.asarray(want)
+        x = cupy.zeros(n, cupy.float32)
+        side = cupy.cuda.Stream(non_blocking=True)
+        ctx = side
+        k = _spin_kernel()
+        spin = lambda: k((1,), (1,), (np.int64(500_000_000),))  # noqa: E731
+        copy = lambda: x.__setitem__(Ellipsis, src)  # noqa: E731
+    kw = {"stream": side} if explicit else {}
+    with ctx:
+        spin()
+        copy()
+        count, coords = dmlnumba.nonzero_coordinates(x, **kw)
+        arg = dmlnumba.argwhere(x, **kw)  # reads the count back: waits for its stream
+        window = dmlnumba.slice1(x, (0,), (n,), (-1,), **kw)
+    side.synchronize()
+    expect = np.argwhere(want)
+    assert int(_host(count).astype(np.int64)[0]) == len(expect)
+    np.testing.assert_array_equal(_host(coords)[:len(expect)], expect)
+    np.testing.assert_array_equal(_host(arg), expect)
+    np.testing.assert_array_equal(_host(window), want[::-1])
+
+
+def test_explicit_stream_outside_the_current_one():
+    """``stream=`` names a stream that is not current: outputs are allocated for it."""
+    torch = pytest.importorskip("torch")
+    want = np.zeros(1 << 16, np.float32)
+    want[::5] = 2.0
+    src = torch.as_tensor(want, device="cuda")
+    side = torch.cuda.Stream()
+    x = torch.zeros_like(src)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(500_000_000)
+        x.copy_(src)
+    count, coords = dmlnumba.nonzero_coordinates(x, stream=side)
+    side.synchronize()
+    assert int(count.to(torch.int64)[0]) == np.count_nonzero(want)
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_repeated_default_calls_read_each_input(lib):
+    """Repeated calls of one layout take the cached path: each reads its own input
+    and gets its own outputs."""
+    rng = np.random.default_rng(5)
+    hosts = [np.where(rng.random((3, 40, 7)) < p, rng.standard_normal((3, 40, 7)), 0)
+             .astype(np.float32) for p in (0.1, 0.9, 0.0, 0.5)]
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        devs = [torch.as_tensor(h, device="cuda") for h in hosts]
+    else:
+        cupy = pytest.importorskip("cupy")
+        devs = [cupy.asarray(h) for h in hosts]
+    w = dmlnumba.window(hosts[0].shape, np.s_[1:, ::-3, ::2])
+    results = [(dmlnumba.nonzero_coordinates(d), dmlnumba.slice1(d, *w), dmlnumba.argwhere(d))
+               for d in devs * 2]
+    for h, ((count, coords), window, arg) in zip(hosts * 2, results):
+        want = np.argwhere(h)
+        assert int(_host(count).astype(np.int64)[0]) == len(want)
+        np.testing.assert_array_equal(_host(coords)[:len(want)], want)
+        np.testing.assert_array_equal(_host(arg).reshape(-1, 3), want)
+        np.testing.assert_array_equal(_host(window), h[1:, ::-3, ::2])
+        _check_library(window, devs[0])

@@ -6,8 +6,9 @@ Every check of a call runs before any output is allocated or written, so an
 
 import numpy as np
 
-from . import validation as v
 from . import target_cpu
+from . import validation as v
+from .arrays import is_dask, library
 from .dispatch import resolve
 from .window import window  # noqa: F401  (re-exported)
 
@@ -18,10 +19,10 @@ from .window import window  # noqa: F401  (re-exported)
 _runners = {}
 
 
-def _remember(key, make):
+def _remember(key, run):
     if len(_runners) >= 4096:
         _runners.clear()
-    _runners[key] = make()
+    _runners[key] = run
 
 
 def _int_tuples(*params):
@@ -35,13 +36,6 @@ def _int_tuples(*params):
     return True
 
 
-def _is_dask(x):
-    """Whether ``x`` is a ``dask.array.Array`` (read from its type: dask is not imported)."""
-    tp = type(x)
-    return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith(
-        "dask.array")
-
-
 def _no_outputs_for_dask(f, stream, **outs):
     for name, o in outs.items():
         if o is not None:
@@ -52,10 +46,56 @@ def _no_outputs_for_dask(f, stream, **outs):
                          f"chunk's current stream)")
 
 
-def _cpu_fresh(input, device, stream):
-    """A CPU call on a NumPy array whose outputs the call allocates."""
-    return (type(input) is np.ndarray and stream is None
-            and (device is None or device == "cpu"))
+def _as_library(lib, target, a):
+    """A new CPU result as the input's library's array: a PyTorch tensor over the
+    same memory for PyTorch inputs (CUDA targets allocate in the library already)."""
+    if lib == "torch" and target is target_cpu:
+        import torch
+        return torch.from_numpy(a)
+    return a
+
+
+def _fresh_key(input, device, stream):
+    """The layout part of a repeated call's key, for calls into new outputs on the
+    input's own device: NumPy arrays (CPU), PyTorch CUDA tensors and CuPy arrays.
+    None for anything else (those calls take the full path every time)."""
+    if stream is not None:
+        return None
+    tp = type(input)
+    if tp is np.ndarray:
+        if device is None or device == "cpu":
+            return (tp, input.dtype, input.shape, input.strides)
+        return None
+    if device is not None:
+        return None
+    lib = library(input)
+    if lib == "torch":
+        if not input.is_cuda:
+            return None
+        return (tp, input.dtype, input.shape, input.stride(), input.get_device(),
+                input.requires_grad, input.layout)
+    if lib == "cupy":
+        return (tp, input.dtype, input.shape, input.strides, input.device.id)
+    return None
+
+
+def _nonzero_key(f, input, width, dtype, max_count, device, stream):
+    """The key of a repeated nonzero call into new outputs (None: not such a call)."""
+    if (width is None or type(width) is int) and (max_count is None or type(max_count) is int):
+        fresh = _fresh_key(input, device, stream)
+        if fresh is not None:
+            key = (f, fresh, width, dtype, type(dtype), max_count)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable dtype argument: the checks say what is wrong
+                return None
+            return key
+    return None
+
+
+def _runner_for(target, make_cpu, make_cuda):
+    return make_cpu() if target is target_cpu else make_cuda()
+
 
 def _check_stream(target, stream, func):
     if stream is not None and target.name != "cuda":
@@ -92,32 +132,37 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
     values, before anything is written.
     """
     key = None
-    if out is None and _cpu_fresh(input, device, stream) and _int_tuples(
-            offsets, sizes, strides, output_sizes):
-        key = ("slice1", input.dtype, input.shape, input.strides, offsets, sizes, strides,
-               output_sizes)
-        run = _runners.get(key)
-        if run is not None:
-            return run(input)
+    if out is None and _int_tuples(offsets, sizes, strides, output_sizes):
+        fresh = _fresh_key(input, device, stream)
+        if fresh is not None:
+            key = ("slice1", fresh, offsets, sizes, strides, output_sizes)
+            run = _runners.get(key)
+            if run is not None:
+                return run(input)
     f = "slice1"
-    if _is_dask(input):
+    if is_dask(input):
         from . import chunked
         _no_outputs_for_dask(f, stream, out=out)
         return chunked.slice1(input, offsets, sizes, strides, output_sizes, device)
+    lib = library(input)
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
     v.check_strides(x, "input", f)
     if key is not None:
-        _remember(key, lambda: target_cpu.slice1_runner(x, starts, steps, out_shape))
-        return _runners[key](x)
+        run = _runner_for(target, lambda: target_cpu.slice1_runner(x, starts, steps, out_shape),
+                          lambda: target.slice1_runner(x, starts, steps, out_shape, lib))
+        if run is not None:
+            _remember(key, run)
+            return run(x if target is target_cpu else input)
     if out is None:
-        out = target.empty(out_shape, x.dtype, stream, x)
-        target.slice1(x, starts, steps, target.describe(out, "out", f), stream, fresh=True)
-    else:
-        o = _check_out(target, out, x.dtype, out_shape, "out", f)
-        target.slice1(x, starts, steps, o, stream)
+        new = target.empty(out_shape, x.dtype, stream, x, lib)
+        target.slice1(x, starts, steps, target.describe(new, "out", f),
+                      target.call_stream(lib, stream, x), fresh=True)
+        return _as_library(lib, target, new)
+    o = _check_out(target, out, x.dtype, out_shape, "out", f)
+    target.slice1(x, starts, steps, o, target.call_stream(lib, stream, x))
     return out
 
 
@@ -146,27 +191,34 @@ def nonzero_coordinates(input, width=None, *, dtype=np.uint32, max_count=None, o
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
-    return _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
-                    stream)[1:]
+    if out_count is None and out_coordinates is None:  # a repeated call: its runner
+        key = _nonzero_key("nonzero_coordinates", input, width, dtype, max_count, device,
+                           stream)
+        run = _runners.get(key) if key is not None else None
+        if run is not None:
+            return run(input)
+    lib, target, count, coords = _nonzero(input, width, dtype, max_count, out_count,
+                                          out_coordinates, device, stream)[:4]
+    if out_count is None:
+        count = _as_library(lib, target, count)
+    if out_coordinates is None:
+        coords = _as_library(lib, target, coords)
+    return count, coords
 
 
 def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device, stream,
              f="nonzero_coordinates"):
     key = None
-    if (out_count is None and out_coordinates is None and _cpu_fresh(input, device, stream)
-            and (width is None or type(width) is int)
-            and (max_count is None or type(max_count) is int)):
-        key = (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype), max_count)
-        try:
-            run = _runners.get(key)
-        except TypeError:  # an unhashable dtype argument: the checks below say what is wrong
-            run = key = None
+    if out_count is None and out_coordinates is None:
+        key = _nonzero_key(f, input, width, dtype, max_count, device, stream)
+        run = _runners.get(key) if key is not None else None
         if run is not None:
-            return (target_cpu,) + run(input)
-    if _is_dask(input):
+            return (run.lib, run.target) + run(input) + (None,)
+    if is_dask(input):
         from . import chunked
         _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
-        return (None,) + chunked.nonzero(input, width, dtype, max_count, device, f)
+        return (None, None) + chunked.nonzero(input, width, dtype, max_count, device, f) + (None,)
+    lib = library(input)
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
@@ -179,8 +231,12 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
         raise ValueError(f"{f}(): input has {x.size} elements; the {target.name} target counts "
                          f"at most {target.MAX_ELEMENTS}")
     if key is not None:
-        _remember(key, lambda: target_cpu.nonzero_runner(x, w, dt, rows))
-        return (target_cpu,) + _runners[key](x)
+        run = _runner_for(target, lambda: target_cpu.nonzero_runner(x, w, dt, rows),
+                          lambda: target.nonzero_runner(x, w, dt, rows, lib))
+        if run is not None:
+            run.lib, run.target = lib, target
+            _remember(key, run)
+            return (lib, target) + run(x if target is target_cpu else input) + (None,)
     oc = ox = None
     if out_count is not None:
         oc = _check_out(target, out_count, dt, None, "out_count", f)
@@ -198,32 +254,45 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
     # where an output overlaps the input (then copied over, as if the input had been read
     # first).
     aliased = any(o is not None and target.overlaps(x, o) for o in (oc, ox))
-    new_count = target.empty((1,), dt, stream, x) if oc is None or aliased else None
-    new_coords = target.empty((rows, w), dt, stream, x) if ox is None or aliased else None
+    new_count = target.empty((1,), dt, stream, x, lib) if oc is None or aliased else None
+    new_coords = target.empty((rows, w), dt, stream, x, lib) if ox is None or aliased else None
     wc = oc if new_count is None else target.describe(new_count, "out_count", f)
     wx = ox if new_coords is None else target.describe(new_coords, "out_coordinates", f)
-    target.nonzero(x, w, wc, wx, stream, rows)
+    ks = target.call_stream(lib, stream, x)
+    target.nonzero(x, w, wc, wx, ks, rows)
     if aliased:
         if oc is not None:
-            target.copy_into(wc, oc, stream)
+            target.copy_into(wc, oc, ks)
         if ox is not None and rows and w:
-            target.copy_into(wx, target.leading_rows(ox, rows), stream)
-    return (target, new_count if out_count is None else out_count,
-            new_coords if out_coordinates is None else out_coordinates)
+            target.copy_into(wx, target.leading_rows(ox, rows), ks)
+    return (lib, target, new_count if out_count is None else out_count,
+            new_coords if out_coordinates is None else out_coordinates, (ks, x, wc))
 
 
 def argwhere(input, *, device=None, stream=None):
     """The compact ``(count, ndim)`` int64 coordinates of the non-zero elements,
-    a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions).
+    a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions), as an array
+    of the input's library (PyTorch, CuPy, numba or NumPy).
 
     On CUDA this reads the count back to the host, so it waits for the GPU once.
     """
-    target, count, coords = _nonzero(input, None, np.int64, None, None, None, device, stream,
-                                     "argwhere")
+    lib, target, count, coords, call = _nonzero(input, None, np.int64, None, None, None,
+                                                device, stream, "argwhere")
     if target is None:  # a dask array: the compact rows, lazily
         return coords
-    n = target.read_count(count, stream)
+    if call is None:  # a repeated call into new outputs, on the library's current stream
+        n = int(count[0])
+        rows = coords[:n]
+        if 2 * n < coords.shape[0]:
+            rows = rows.clone() if lib == "torch" else rows.copy()
+        return _as_library(lib, target, rows)
+    ks, x, wc = call
+    n = target.read_count(wc, ks)
     rows = coords[:n]
-    if 2 * n < coords.shape[0]:
-        rows = target.copy(rows, stream)
-    return rows
+    if 2 * n < coords.shape[0]:  # give the unused rows back
+        new = target.empty((n, coords.shape[1]), np.dtype(np.int64), stream, x, lib)
+        if n and coords.shape[1]:
+            target.copy_into(target.describe(rows, "coordinates", "argwhere"),
+                             target.describe(new, "coordinates", "argwhere"), ks)
+        rows = new
+    return _as_library(lib, target, rows)

@@ -111,20 +111,28 @@ def cpu_cases(quick=False):
     return {"copy_bandwidth_Bps": bw, "rows": rows}
 
 
-def gpu_nonzero_case(n, density):
-    """A 1-d float32 CuPy input of ``n`` elements, ``density`` of them non-zero, with
-    the same memory as a PyTorch tensor, preallocated dmlnumba outputs, and its
-    number of non-zeros: ``(x_cupy, x_torch, count, coordinates, nnz)``."""
+def gpu_nonzero_case(n, density, shape=None):
+    """A float32 CuPy input of ``n`` elements (1-d, or ``shape``), ``density`` of them
+    non-zero, with the same memory as a PyTorch tensor, preallocated dmlnumba outputs,
+    and its number of non-zeros: ``(x_cupy, x_torch, count, coordinates, nnz)``."""
     import cupy as cp
     import torch
-    xc = cp.random.standard_normal(n, dtype=cp.float32)
-    xc[cp.random.random(n, dtype=cp.float32) >= density] = 0
+    shape = shape or (n,)
+    xc = cp.random.standard_normal(shape, dtype=cp.float32)
+    xc[cp.random.random(shape, dtype=cp.float32) >= density] = 0
     xt = torch.as_tensor(xc, device="cuda")
-    return (xc, xt, cp.empty(1, cp.uint32), cp.empty((n, 1), cp.uint32),
+    return (xc, xt, cp.empty(1, cp.uint32), cp.empty((n, len(shape)), cp.uint32),
             int(cp.count_nonzero(xc)))
 
 
+#: The contender every GPU ratio is taken against: the call a user writes.
+HEADLINE = "dmlnumba"
+
+
 def gpu_cases(quick=False, only=None):
+    """Rows: ``dmlnumba`` is the default call on a PyTorch tensor (outputs allocated
+    by the call, PyTorch tensors back); ``dmlnumba cupy-in`` the same call on a CuPy
+    array; ``dmlnumba preallocated`` the call into outputs made beforehand."""
     import cupy as cp
     import torch
     rows = []
@@ -137,44 +145,102 @@ def gpu_cases(quick=False, only=None):
     del a, b
     print(f"GPU {torch.cuda.get_device_name()}: copy bandwidth (cupy, 1 GiB) {bw / 1e12:.2f} TB/s",
           flush=True)
-
-    sizes = (20, 24) if quick else (20, 24, 28)
-    for k in (sizes if only in (None, "nonzero") else ()):
-        for d in (0.01, 0.5, 0.99):
-            xc, xt, cnt, crd, nnz = gpu_nonzero_case(1 << k, d)
-            med = _interleaved({
-                "dmlnumba": lambda: dmlnumba.nonzero_coordinates(xc, out_count=cnt,
-                                                                 out_coordinates=crd),
-                "torch.nonzero": lambda: torch.nonzero(xt),
-                "cupy.argwhere": lambda: cp.argwhere(xc),
-            }, reps, sync)
-            _row(rows, f"nonzero 2**{k} f32 {d:.0%}", med, None, xc.nbytes + nnz * 4, bw)
-            got = int(cnt.get()[0])
-            assert got == nnz, (got, nnz)
-            del xc, xt, crd
-
-    for shape, idx, label in [] if only == "nonzero" else [
-        ((8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :], "x[:, ::-1, 3:1000:2, :] 8x64x1024x1024"),
-        ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3], "x[:, ::-1, 3:250:2, 1::3] 8x64x256x256"),
-    ]:
-        xc = cp.random.standard_normal(shape, dtype=cp.float32)
-        xt = torch.as_tensor(xc, device="cuda")
-        w = dmlnumba.window(shape, idx)
-        out = cp.empty(w[3], cp.float32)
-        t_idx = tuple(slice(s.start, s.stop, abs(s.step) if s.step else None) for s in idx)
-        flip = [d for d, s in enumerate(idx) if s.step is not None and s.step < 0]
-        # PyTorch cannot slice with negative steps: flip first (one copy), then slice,
-        # then make it contiguous (a second copy).
-        med = _interleaved({
-            "dmlnumba": lambda: dmlnumba.slice1(xc, *w, out=out),
-            "cupy": lambda: cp.ascontiguousarray(xc[idx]),
-            "torch": lambda: xt.flip(flip)[t_idx].contiguous(),
-        }, reps, sync)
-        ref = cp.ascontiguousarray(xc[idx])
-        assert bool((ref == out).all())
-        _row(rows, f"slice1 {label} f32", med, None, 2 * out.nbytes, bw)
-        del xc, xt, out, ref
+    if only in (None, "nonzero"):
+        for k in (20, 24) if quick else (20, 24, 28):
+            n = 1 << k
+            for shape in ((n,), (n // 4096, 64, 64)):
+                for d in (0.01, 0.5, 0.99):
+                    _gpu_nonzero_row(rows, n, shape, d, reps, sync, bw)
+    if only in (None, "slice"):
+        for shape, idx, label in [
+            ((8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :], "x[:, ::-1, 3:1000:2, :]"),
+            ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3], "x[:, ::-1, 3:250:2, 1::3]"),
+        ]:
+            if quick:
+                shape = (2, 16) + shape[2:]
+            _gpu_slice_row(rows, shape, idx, label, reps, sync, bw)
+    if only in (None, "small"):
+        _gpu_small_rows(rows)
     return {"device": torch.cuda.get_device_name(), "copy_bandwidth_Bps": bw, "rows": rows}
+
+
+def _gpu_nonzero_row(rows, n, shape, d, reps, sync, bw):
+    import cupy as cp
+    import torch
+    xc, xt, cnt, crd, nnz = gpu_nonzero_case(n, d, shape)
+    med = _interleaved({
+        "dmlnumba": lambda: dmlnumba.nonzero_coordinates(xt),
+        "dmlnumba cupy-in": lambda: dmlnumba.nonzero_coordinates(xc),
+        "dmlnumba preallocated": lambda: dmlnumba.nonzero_coordinates(
+            xc, out_count=cnt, out_coordinates=crd),
+        "torch.nonzero": lambda: torch.nonzero(xt),
+        "cupy.argwhere": lambda: cp.argwhere(xc),
+    }, reps, sync)
+    dims = "x".join(map(str, shape))
+    _row(rows, f"nonzero 2**{n.bit_length() - 1} ({dims}) f32 {d:.0%}, torch in", med, None,
+         xc.nbytes + nnz * len(shape) * 4, bw)
+    count, coords = dmlnumba.nonzero_coordinates(xt)
+    assert int(count.to(torch.int64)[0]) == nnz == int(cnt.get()[0])
+    assert bool((coords[:nnz].to(torch.int64) == torch.nonzero(xt)).all())
+
+
+def _gpu_slice_row(rows, shape, idx, label, reps, sync, bw):
+    import cupy as cp
+    import torch
+    xc = cp.random.standard_normal(shape, dtype=cp.float32)
+    xt = torch.as_tensor(xc, device="cuda")
+    w = dmlnumba.window(shape, idx)
+    out = cp.empty(w[3], cp.float32)
+    t_idx = tuple(slice(s.start, s.stop, abs(s.step) if s.step else None) for s in idx)
+    flip = [d for d, s in enumerate(idx) if s.step is not None and s.step < 0]
+    # PyTorch cannot slice with negative steps: flip first (one copy), then slice,
+    # then make it contiguous (a second copy).
+    med = _interleaved({
+        "dmlnumba": lambda: dmlnumba.slice1(xt, *w),
+        "dmlnumba cupy-in": lambda: dmlnumba.slice1(xc, *w),
+        "dmlnumba preallocated": lambda: dmlnumba.slice1(xc, *w, out=out),
+        "cupy": lambda: cp.ascontiguousarray(xc[idx]),
+        "torch": lambda: xt.flip(flip)[t_idx].contiguous(),
+    }, reps, sync)
+    ref = cp.ascontiguousarray(xc[idx])
+    assert bool((ref == out).all())
+    assert bool((torch.as_tensor(ref, device="cuda") == dmlnumba.slice1(xt, *w)).all())
+    _row(rows, f"slice1 {label} {'x'.join(map(str, shape))} f32, torch in", med, None,
+         2 * out.nbytes, bw)
+
+
+def _gpu_small_rows(rows, calls=1000):
+    """Back-to-back default calls on a 1000-element PyTorch tensor, one sync at the
+    end: the time per call (host time, as the GPU keeps up)."""
+    import cupy as cp
+    import torch
+    xt = torch.randn(10, 10, 10, device="cuda")
+    xt[xt < 0] = 0
+    xc = cp.asarray(xt)
+    w = dmlnumba.window(xt.shape, np.s_[:, ::-1, 1::2])
+    flip = lambda: xt.flip(1)[:, :, 1::2].contiguous()  # noqa: E731
+    for label, fns in [
+        ("nonzero", {"dmlnumba": lambda: dmlnumba.nonzero_coordinates(xt),
+                     "dmlnumba cupy-in": lambda: dmlnumba.nonzero_coordinates(xc),
+                     "torch.nonzero": lambda: torch.nonzero(xt),
+                     "cupy.argwhere": lambda: cp.argwhere(xc)}),
+        ("slice1", {"dmlnumba": lambda: dmlnumba.slice1(xt, *w),
+                    "dmlnumba cupy-in": lambda: dmlnumba.slice1(xc, *w),
+                    "torch": flip,
+                    "cupy": lambda: cp.ascontiguousarray(xc[:, ::-1, 1::2])}),
+    ]:
+        med = {}
+        for _ in range(3):
+            for k, f in fns.items():
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                for _ in range(calls):
+                    f()
+                torch.cuda.synchronize()
+                med.setdefault(k, []).append((time.perf_counter() - t) / calls)
+        med = {k: statistics.median(v) for k, v in med.items()}
+        _row(rows, f"{label} 1000 elements, {calls} calls back to back, torch in (per call)",
+             med, None)
 
 
 def dask_cases(quick=False, chunks="numpy"):
@@ -249,7 +315,7 @@ def main(argv=None):
                    help="dask: dask arrays of NumPy chunks; dask-gpu: of CuPy chunks")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke test)")
-    p.add_argument("--only", choices=["nonzero", "slice"], help="GPU: one operator only")
+    p.add_argument("--only", choices=["nonzero", "slice", "small"], help="GPU: one group of cases only")
     args = p.parse_args(argv)
     res = {"machine": platform.platform(), "python": sys.version.split()[0],
            "numpy": np.__version__, "dmlnumba": dmlnumba.__version__,

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from . import config, target_cpu
+from .arrays import is_cuda_array
 from .validation import host_array
 
 _cuda = None
@@ -56,32 +57,11 @@ def _cuda_device(dev, func):
     return t
 
 
-#: Types whose instances always export ``__cuda_array_interface__`` (CuPy's and
-#: numba's device arrays), learnt as they come: asking costs a dict build each time.
-_cai_types = set()
-
-
-def _is_cuda_array(x):
-    tp = type(x)
-    if tp in _cai_types:
-        return True
-    mod = (getattr(tp, "__module__", "") or "").split(".")[0]
-    if mod == "torch" and tp.__name__ == "Tensor":
-        return x.is_cuda  # without evaluating PyTorch's (slow) interface property
-    if hasattr(x, "__cuda_array_interface__"):
-        if (mod, tp.__name__) in (("cupy", "ndarray"), ("numba", "DeviceNDArray"),
-                                  ("numba_cuda", "DeviceNDArray")):
-            _cai_types.add(tp)
-        return True
-    # FakeCUDAArray: numba's CUDA simulator's device array (it exports no CAI).
-    return tp.__name__ == "FakeCUDAArray"
-
-
 def _to_numpy(x, func, name):
     """A host input as a NumPy array, without a copy where possible."""
     if isinstance(x, np.ndarray):
         return host_array(x, name, func)
-    if _is_cuda_array(x):
+    if is_cuda_array(x):
         return cuda_target(func).to_host(x)
     if hasattr(x, "__dlpack__") and not isinstance(x, type):
         try:
@@ -116,13 +96,13 @@ def resolve(x, device, func, name="input"):
         raise ValueError(f"{func}(): {config.ENV_ERROR}")
     dev = parse_device(device, func)
     if dev is None:
-        if _is_cuda_array(x) and not isinstance(x, np.ndarray):
+        if is_cuda_array(x) and not isinstance(x, np.ndarray):
             t = cuda_target(func)
             return t, t.as_device_array(x, None, func, name)
         return target_cpu, _to_numpy(x, func, name)
     if dev[0] == "cpu":
         return target_cpu, _to_numpy(x, func, name)
     t = _cuda_device(dev, func)
-    if not _is_cuda_array(x):
+    if not is_cuda_array(x):
         x = _to_numpy(x, func, name)
     return t, t.as_device_array(x, dev[1], func, name)

@@ -20,6 +20,7 @@ from numba import cuda, int32, int64, uint32, uint64
 
 from . import config
 from . import indexmath as _im
+from .device_arrays import core_stream
 
 SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
 
@@ -711,19 +712,8 @@ def kernel(name, src_bits, out_bits=0):
     return k
 
 
-_core_streams = {}
 _configs = {}
 _functions = {}
-
-
-def _core_stream(stream):
-    """numba's stream as the cuda.core stream its launcher takes, converted once."""
-    key = int(stream)
-    c = _core_streams.get(key)
-    if c is None:
-        from numba.cuda.cudadrv import driver
-        c = _core_streams[key] = driver._to_core_stream(stream)
-    return c
 
 
 def array_arg(ptr, n, itemsize):
@@ -754,7 +744,7 @@ def launch(k, grid, block, stream, args, ctx=0):
     f = _functions.get(fkey)
     if f is None:
         f = _functions[fkey] = k._codelibrary.get_cufunc().kernel
-    _launch(_core_stream(stream), cfg, f, *args)
+    _launch(core_stream(stream), cfg, f, *args)
 
 
 def _launch(*a):

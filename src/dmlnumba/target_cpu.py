@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from . import config
+from .arrays import library
 from .compiling import run as _run
 from .layout import c_strides, extent, slice_geometry
 from .validation import host_array, nonzero_mask, uint_of_size
@@ -88,23 +89,39 @@ def _copy(src, src_base, dst, dst_base, geom, size):
         _run(k.slice_copy, ("slice1", bits), src, src_base, dst, dst_base, geom, chunk, nchunks)
 
 
+def _nonzero_params(src_base, first, size, out_base, rs, cs, width, count_pos, contiguous,
+                    limit):
+    """The nonzero drivers' parameter block (``kernels_cpu.P_*``) and its block count."""
+    block = config.CPU_NONZERO_BLOCK
+    nblocks = max(1, -(-size // block))
+    return np.array([src_base, first, size, block, nblocks, out_base, rs, cs, width, count_pos,
+                     int(contiguous), limit], np.int64), nblocks
+
+
 def _nonzero(src, src_base, mask, geom, size, out, out_base, rs, cs, width, count, count_pos,
              contiguous, limit, first=0):
     """Run the nonzero kernel over ``size`` elements (from element ``first`` of the
     shape in ``geom``), writing at most ``limit`` rows (see :func:`_copy`)."""
+    p, nblocks = _nonzero_params(src_base, first, size, out_base, rs, cs, width, count_pos,
+                                 contiguous, limit)
+    _nonzero_with(p, nblocks, src, mask, geom, out, count)
+
+
+def _nonzero_with(p, nblocks, src, mask, geom, out, count):
     k = kernels()
-    block = config.CPU_NONZERO_BLOCK
-    nblocks = max(1, -(-size // block))
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
-    args = (src, src_base, mask, geom, first, size, block, nblocks, out, out_base, rs, cs, width,
-            count, count_pos, contiguous, limit)
-    if nblocks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
-        _run(k.nonzero_parallel, key + ("parallel",), *args)
+    if nblocks > 1 and p[k.P_N] >= config.CPU_PARALLEL_MIN and _threads_ok():
+        _run(k.nonzero_parallel, key + ("parallel",), src, mask, geom, p, out, count)
     else:
-        _run(k.nonzero, key, *args)
+        _run(k.nonzero, key, src, mask, geom, p, out, count)
 
 
 def describe(a, name, func):
+    if library(a) == "torch" and not a.is_cuda:  # a PyTorch CPU tensor: its memory, in place
+        try:
+            a = a.numpy()
+        except (RuntimeError, TypeError) as e:
+            raise TypeError(f"{func}(): {name} cannot be written as a NumPy array: {e}") from None
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{func}(): {name} must be an array, not {type(a).__name__}")
     return host_array(a, name, func)
@@ -134,16 +151,16 @@ def is_writeable(a):
     return a.flags.writeable
 
 
-def empty(shape, dtype, stream=None, like=None):
+def empty(shape, dtype, stream=None, like=None, lib=None):
     return np.empty(shape, dtype)
+
+
+def call_stream(lib, stream, x):
+    return None
 
 
 def read_count(count, stream=None):
     return int(count.reshape(-1)[0])
-
-
-def copy(a, stream=None):
-    return a.copy()
 
 
 def flat(a, writeable):
@@ -258,11 +275,20 @@ def nonzero_runner(x, width, dtype, rows):
     view = u != dtype
     read = _reader(x)
 
+    p, nblocks = _nonzero_params(sbase, 0, n, 0, width, 1, width, 0, contiguous, rows)
+    serial = nblocks == 1 or n < config.CPU_PARALLEL_MIN  # as _nonzero_with decides
+    kernel = None
+
     def run(x):
+        nonlocal kernel
         cnt = np.empty(1, u)
         crd = np.empty(rows * width, u)
-        _nonzero(read(x), sbase, mask, geom, n, crd, 0, width, 1, width, cnt, 0, contiguous,
-                 rows)
+        if kernel is not None:  # small inputs: the compiled serial kernel, called directly
+            kernel(read(x), mask, geom, p, crd, cnt)
+        else:
+            _nonzero_with(p, nblocks, read(x), mask, geom, crd, cnt)
+            if serial:  # compiled (or loaded) by the call just made
+                kernel = kernels().nonzero
         crd = crd.reshape(shape)
         if view:
             return cnt.view(dtype), crd.view(dtype)

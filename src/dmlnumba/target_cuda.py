@@ -1,11 +1,11 @@
-"""The CUDA target: ``__cuda_array_interface__`` arrays in, kernels on a stream, device arrays out.
+"""The CUDA target: validated views in, kernels launched on a stream.
 
-Arguments arrive validated (see :mod:`dmlnumba.api`).  Inputs are read in place
-through their CUDA array interface, whatever their strides; nothing is copied
-and nothing waits for the GPU.  The CAI ``stream`` field of foreign arrays is
-not synchronized on: the work is ordered on ``stream=`` (default: the legacy
-default stream, which is also what PyTorch and CuPy use unless told otherwise).
-NumPy inputs are copied to the device first.
+Arguments arrive validated (see :mod:`dmlnumba.api`) and described by
+:class:`~dmlnumba.device_arrays.DeviceView`.  Inputs are read in place, whatever
+their strides; nothing is copied and nothing waits for the GPU.  The CAI
+``stream`` field of foreign arrays is not synchronized on: the work is ordered on
+the call's stream (see :func:`~dmlnumba.device_arrays.call_stream`).  NumPy inputs
+are copied to the device first.
 """
 
 import contextlib
@@ -16,7 +16,9 @@ from numba import cuda
 
 from . import config
 from . import kernels_cuda as K
-from .dispatch import _is_cuda_array
+from .device_arrays import (DeviceView, Flat, _torch, _torch_of, call_stream,  # noqa: F401
+                            describe, flat, host_view, new_array, numba_array, staged,
+                            stream_of, to_host, view_of)
 from .layout import c_strides, extent, slice_geometry
 from .validation import nonzero_mask, uint_of_size
 from .validation import shares_memory as shares_memory_exact
@@ -24,132 +26,7 @@ from .validation import shares_memory as shares_memory_exact
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
 MAX_ELEMENTS = (1 << K.VALUE_BITS) - 1
-
-# numba warns on every launch of a small grid; for small inputs that is expected,
-# and the warning machinery costs more than the launch.  Respect an explicit setting.
-if "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS" not in __import__("os").environ:
-    from numba import config as _nbconfig
-    _nbconfig.CUDA_LOW_OCCUPANCY_WARNINGS = 0
-_streams = {}
 _scratch = {}
-
-
-class DeviceView:
-    """A NumPy-like description of a device array (or of a NumPy array to upload)."""
-
-    __slots__ = ("obj", "shape", "strides", "dtype", "ptr", "readonly", "ndim", "size",
-                 "itemsize", "device", "host", "_span")
-
-    def __init__(self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None):
-        self.obj = obj
-        self.shape = shape
-        self.dtype = dtype
-        self.itemsize = dtype.itemsize
-        self.strides = strides
-        self.ptr = ptr
-        self.readonly = readonly
-        self.ndim = len(shape)
-        n = 1
-        for s in shape:
-            n *= s
-        self.size = n
-        self.device = device
-        self.host = host
-        self._span = None
-
-    def span(self):
-        """``(first, end)``: the byte addresses from its lowest element to past its highest."""
-        if self._span is None:
-            low, n, _, _ = extent(self.shape, self.strides, self.itemsize)
-            self._span = (self.ptr + low, self.ptr + low + n * self.itemsize)
-        return self._span
-
-
-def _cai(obj):
-    """``obj.__cuda_array_interface__``; under the simulator, whose device arrays wrap
-    host arrays and export no CAI, the wrapped array's interface (host pointers
-    play the part of device pointers there)."""
-    try:
-        return obj.__cuda_array_interface__
-    except AttributeError:
-        if K.SIM and hasattr(obj, "_ary"):
-            ai = obj._ary.__array_interface__
-            return {"shape": ai["shape"], "strides": ai["strides"], "typestr": ai["typestr"],
-                    "data": ai["data"], "version": 3}
-        raise
-
-
-def _read_cai(obj):
-    """``(ptr, shape, byte strides, dtype, readonly)`` from the CUDA array interface."""
-    cai = _cai(obj)
-    shape = tuple(cai["shape"])
-    dtype = np.dtype(cai["typestr"])
-    strides = cai.get("strides")
-    if strides is None:
-        strides = tuple(s * dtype.itemsize for s in c_strides(shape))
-    ptr, readonly = cai["data"]
-    return ptr, shape, tuple(strides), dtype, bool(readonly)
-
-
-def _read_cupy(a):
-    # What cupy.ndarray.__cuda_array_interface__ says, without building its dict.
-    return a.data.ptr, a.shape, a.strides, a.dtype, False
-
-
-_torch_dtypes = None
-
-
-def _read_torch(t):
-    # What torch.Tensor.__cuda_array_interface__ says, without its Python property
-    # (tens of microseconds).  Anything unusual goes through that property, so that
-    # PyTorch's own errors (a tensor that requires grad, a sparse one) come out.
-    global _torch_dtypes
-    if _torch_dtypes is None:
-        import torch
-        _torch_dtypes = {getattr(torch, n): np.dtype(n) for n in (
-            "float64", "float32", "float16", "int64", "int32", "int16", "int8",
-            "uint64", "uint32", "uint16", "uint8", "bool") if hasattr(torch, n)}
-    dtype = _torch_dtypes.get(t.dtype)
-    if dtype is None or t.requires_grad or not t.is_cuda or t.is_sparse:
-        return _read_cai(t)
-    isz = dtype.itemsize
-    return t.data_ptr(), tuple(t.shape), tuple(s * isz for s in t.stride()), dtype, False
-
-
-_readers = {}
-
-
-def _reader(tp):
-    r = _readers.get(tp)
-    if r is None:
-        mod = getattr(tp, "__module__", "") or ""
-        if tp.__name__ == "ndarray" and mod.split(".")[0] == "cupy":
-            r = _read_cupy
-        elif tp.__name__ == "Tensor" and mod.split(".")[0] == "torch":
-            r = _read_torch
-        else:
-            r = _read_cai
-        _readers[tp] = r
-    return r
-
-
-def _view_of(obj, device=None):
-    ptr, shape, strides, dtype, readonly = _reader(type(obj))(obj)
-    return DeviceView(obj, shape, strides, dtype, ptr, readonly, device)
-
-
-class _Flat:
-    """A 1-d CAI exporter over ``span`` items starting at ``ptr`` (keeps ``owner`` alive)."""
-
-    __slots__ = ("__cuda_array_interface__", "_owner")
-
-    def __init__(self, owner, ptr, span, dtype):
-        self._owner = owner
-        self.__cuda_array_interface__ = {"shape": (span,), "strides": None, "typestr": dtype.str,
-                                         "data": (ptr, False), "version": 3, "stream": None}
-
-
-is_array = _is_cuda_array
 
 
 def _arg(f):
@@ -158,29 +35,7 @@ def _arg(f):
     simulator, a NumPy view of the (host) memory it describes."""
     if not K.SIM:
         return f.__cuda_array_interface__["data"][0]
-    holder = _HostView()
-    cai = f.__cuda_array_interface__
-    holder.__array_interface__ = {"shape": cai["shape"], "typestr": cai["typestr"],
-                                  "data": cai["data"], "version": 3}
-    holder._owner = f
-    return np.asarray(holder)
-
-
-class _HostView:
-    pass
-
-
-def _device_array(f):
-    return cuda.as_cuda_array(f) if not K.SIM else cuda.to_device(_arg(f))
-
-
-def describe(a, name, func):
-    if isinstance(a, DeviceView):
-        return a
-    if not is_array(a):
-        raise TypeError(f"{func}(): {name} must be a CUDA array (CuPy, PyTorch, Numba), "
-                        f"not {type(a).__name__}")
-    return _view_of(a)
+    return host_view(f)
 
 
 def is_writeable(v):
@@ -191,38 +46,14 @@ def as_device_array(x, device, func, name):
     """The input as a :class:`DeviceView`; a NumPy input is staged for upload after
     validation (nothing is copied before the checks pass)."""
     if isinstance(x, np.ndarray):
-        return DeviceView(x, x.shape, x.strides, x.dtype, None, False, device, host=x)
-    return _view_of(x, device)
+        return staged(x, device)
+    return view_of(x, device)
 
 
 def _context(v):
     if v.device is None:
         return contextlib.nullcontext()
     return cuda.gpus[v.device]
-
-
-def stream_of(stream):
-    """A numba stream for ``stream=``: None (the legacy default stream), a numba
-    stream, or a foreign stream (PyTorch's ``cuda_stream``, CuPy's ``ptr``, a raw handle)."""
-    if stream is None:
-        s = _streams.get(None)
-        if s is None:
-            s = _streams[None] = cuda.legacy_default_stream()
-        return s
-    if hasattr(stream, "handle") and hasattr(stream, "synchronize") and hasattr(stream, "auto_synchronize"):
-        return stream  # already a numba stream
-    handle = getattr(stream, "cuda_stream", None)
-    if handle is None:
-        handle = getattr(stream, "ptr", None)
-    if handle is None and isinstance(stream, int) and not isinstance(stream, bool):
-        handle = stream
-    if handle is None:
-        raise TypeError(f"stream must be a numba, PyTorch or CuPy stream or a stream handle, "
-                        f"not {type(stream).__name__}")
-    s = _streams.get(handle)
-    if s is None:
-        s = _streams[handle] = cuda.external_stream(handle) if handle else cuda.legacy_default_stream()
-    return s
 
 
 def _materialize(v, s):
@@ -233,21 +64,14 @@ def _materialize(v, s):
     if any(st < 0 for st in h.strides):  # contiguous, but a reversed size-1 dimension,
         h = h.copy()                     # which numba's to_device rejects
     d = cuda.to_device(h, stream=s)
-    w = _view_of(d, v.device)
+    w = view_of(d, v.device)
     return w
 
 
-def empty(shape, dtype, stream, like):
+def empty(shape, dtype, stream, like, lib=None):
+    """A new output of library ``lib`` (see :func:`~dmlnumba.device_arrays.new_array`)."""
     with _context(like):
-        return cuda.device_array(shape, dtype, stream=stream_of(stream))
-
-
-def flat(v):
-    """``(ptr, span, base, element strides)`` of a non-empty device array: the
-    address of its lowest-addressed element, the items from there to its highest,
-    the index of element 0 among them, and its strides in items."""
-    low, span, base, es = extent(v.shape, v.strides, v.itemsize)
-    return v.ptr + low, span, base, es
+        return new_array(lib, shape, dtype, stream, like)
 
 
 def _flat_arg(v, ptr, span, itemsize=None):
@@ -256,7 +80,7 @@ def _flat_arg(v, ptr, span, itemsize=None):
     if not K.SIM:
         return ptr
     isz = itemsize or v.itemsize
-    return _arg(_Flat(v.obj, ptr, span * v.itemsize // isz, uint_of_size(isz)))
+    return _arg(Flat(v.obj, ptr, span * v.itemsize // isz, uint_of_size(isz)))
 
 
 _geoms = {}
@@ -450,7 +274,7 @@ def slice1(x, starts, steps, out, stream, fresh=False):
     with _context(x):
         x = _materialize(x, s)
         if not fresh and _overlaps(x, out):
-            tmp = _view_of(cuda.device_array(out.shape, out.dtype, stream=s), x.device)
+            tmp = view_of(new_array(None, out.shape, out.dtype, stream, x), x.device)
             slice1(x, starts, steps, tmp, stream)
             slice1(tmp, (0,) * out.ndim, (1,) * out.ndim, out, stream)
             return
@@ -459,14 +283,20 @@ def slice1(x, starts, steps, out, stream, fresh=False):
                config.CUDA_SLICE_TILES)
         slo, sspan, dlo, dspan, narrow, wide = _plan(
             key, lambda: _slice_plan(x, starts, steps, out))
-        sp, dp = x.ptr + slo, out.ptr + dlo
-        how = wide if wide is not None and not (sp | dp) & 7 else narrow
-        bits, blocks, block, rows, scalars = how
-        where = _where(s)
-        g = _geometry(rows, scalars, s, where)
-        K.launch(K.kernel("slice", bits), blocks, block, s,
-                 (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g),
-                 where[0])
+        _slice_launch_on(s, (slo, sspan, dlo, dspan, narrow, wide), x, x.ptr, out, out.ptr)
+
+
+def _slice_launch_on(s, plan, x, xp, out, op):
+    """Launch a planned slice1 from address ``xp`` (of ``x``) to ``op`` (of ``out``) on ``s``."""
+    slo, sspan, dlo, dspan, narrow, wide = plan
+    sp, dp = xp + slo, op + dlo
+    bits, blocks, block, rows, scalars = (
+        wide if wide is not None and not (sp | dp) & 7 else narrow)
+    where = _where(s)
+    g = _geometry(rows, scalars, s, where)
+    K.launch(K.kernel("slice", bits), blocks, block, s,
+             (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g),
+             where[0])
 
 
 def _nonzero_plan(x, width, count, coords, limit):
@@ -513,7 +343,7 @@ def nonzero(x, width, count, coords, stream, limit=None):
         x = _materialize(x, s)
         if x.size == 0:
             cp, span, cbase, _ = flat(count)
-            f = _Flat(count.obj, cp, span, uint_of_size(count.itemsize))
+            f = Flat(count.obj, cp, span, uint_of_size(count.itemsize))
             if K.SIM:
                 _arg(f)[cbase] = 0
             else:
@@ -525,43 +355,102 @@ def nonzero(x, width, count, coords, stream, limit=None):
                config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_MIN_ITEMS, config.CUDA_NONZERO_TILES,
                config.CUDA_NONZERO_VECTOR,
                config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF)
-        slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first = _plan(
-            key, lambda: _nonzero_plan(x, width, count, coords, limit))
-        vec = first is not None and (x.ptr + first) & 15 == 0
-        where = _where(s)
-        g = _geometry(rows, scalars, s, where)
-        k = K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
+        plan = _plan(key, lambda: _nonzero_plan(x, width, count, coords, limit))
         out = coords if width else count
-        src_arg = _flat_arg(x, x.ptr + slo, sspan)
-        out_arg = _flat_arg(out, out.ptr + olo, ospan)
-        cnt_arg = _flat_arg(count, count.ptr + clo, 1)
-        with _lock:
-            sc, epoch, base = _reserve(ntiles, s, where)
-            status = (sc.buf,) if K.SIM else K.array_arg(sc.ptr, sc.words, 8)
-            args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base, int(vec))
-            K.launch(k, ntiles, threads, s, args, where[0])
+        _nonzero_launch_on(s, plan, x, x.ptr, out, out.ptr, count, count.ptr)
+
+
+def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
+    """Launch a planned nonzero of ``x`` at address ``xp`` on ``s``, writing ``out``
+    (the coordinates, or the count where none are written) at ``op`` and ``count``
+    at ``cp``."""
+    slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first = plan
+    vec = first is not None and (xp + first) & 15 == 0
+    where = _where(s)
+    g = _geometry(rows, scalars, s, where)
+    k = K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
+    src_arg = _flat_arg(x, xp + slo, sspan)
+    out_arg = _flat_arg(out, op + olo, ospan)
+    cnt_arg = _flat_arg(count, cp + clo, 1)
+    with _lock:
+        sc, epoch, base = _reserve(ntiles, s, where)
+        status = (sc.buf,) if K.SIM else K.array_arg(sc.ptr, sc.words, 8)
+        args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base, int(vec))
+        K.launch(k, ntiles, threads, s, args, where[0])
+
+
+# ------------------------------------------------------------------ repeated default calls
+
+def _library_io(lib, x):
+    """For repeated default calls of library ``lib`` on ``x``'s device:
+    ``(address of an input, the current stream's handle, new array)``."""
+    if lib == "torch":
+        torch = _torch()
+        dev = x.obj.get_device()
+        current, empty, dtypes = torch.cuda.current_stream, torch.empty, _torch_of
+        return ((lambda o: o.data_ptr()), (lambda: current(dev).cuda_stream),
+                (lambda shape, dt: empty(shape, dtype=dtypes[dt], device=dev)))
+    import cupy
+    get = cupy.cuda.get_current_stream
+    return ((lambda o: o.data.ptr), (lambda: get().ptr), cupy.empty)
+
+
+def _new_view(shape, dtype):
+    """A view of a new C-contiguous array (pointer filled in per call)."""
+    strides = tuple(v * dtype.itemsize for v in c_strides(shape))
+    return DeviceView(None, shape, strides, dtype, 0, False)
+
+
+def _fast_ok(x, lib):
+    return not K.SIM and x.host is None and x.device is None and x.size and lib in (
+        "torch", "cupy")
+
+
+def _layout(x):
+    """``x`` without its array (a runner must not keep its first input alive)."""
+    return DeviceView(None, x.shape, x.strides, x.dtype, 0, False)
+
+
+def nonzero_runner(x, width, dtype, rows, lib):
+    """A repeated default nonzero call on inputs of ``x``'s library and layout: new
+    outputs from the library's allocator, one launch on its current stream.  None
+    where the call has no kernel to run (empty input, no rows or columns)."""
+    if not (_fast_ok(x, lib) and width and rows):
+        return None
+    ptr_of, handle, alloc = _library_io(lib, x)
+    x = _layout(x)
+    count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
+    plan = _nonzero_plan(x, width, count, coords, rows)
+
+    def run(obj):
+        s = stream_of(handle() or None)
+        c, xs = alloc((1,), dtype), alloc((rows, width), dtype)
+        _nonzero_launch_on(s, plan, x, ptr_of(obj), coords, ptr_of(xs), count, ptr_of(c))
+        return c, xs
+    return run
+
+
+def slice1_runner(x, starts, steps, out_shape, lib):
+    """A repeated default slice1 call (see :func:`nonzero_runner`)."""
+    if not _fast_ok(x, lib) or not all(out_shape):
+        return None
+    ptr_of, handle, alloc = _library_io(lib, x)
+    x = _layout(x)
+    out = _new_view(tuple(out_shape), x.dtype)
+    plan = _slice_plan(x, starts, steps, out)
+
+    def run(obj):
+        s = stream_of(handle() or None)
+        o = alloc(out.shape, x.dtype)
+        _slice_launch_on(s, plan, x, ptr_of(obj), out, ptr_of(o))
+        return o
+    return run
 
 
 def read_count(count, stream):
+    """The value of a 1-element count array (a DeviceView), read back: waits for the stream."""
     s = stream_of(stream)
-    h = count.copy_to_host(stream=s)
+    p, _, _, _ = flat(count)
+    h = numba_array(Flat(count.obj, p, 1, uint_of_size(count.itemsize))).copy_to_host(stream=s)
     s.synchronize()
-    return int(h.reshape(-1)[0])
-
-
-def copy(a, stream):
-    s = stream_of(stream)
-    out = cuda.device_array(a.shape, a.dtype, stream=s)
-    if a.size:
-        out.copy_to_device(a, stream=s)
-    return out
-
-
-def to_host(obj):
-    """A CUDA array as a NumPy array with the same strides (a copy of the bytes it spans)."""
-    v = _view_of(obj)
-    if v.size == 0:
-        return np.empty(v.shape, v.dtype)
-    p, span, base, _ = flat(v)
-    buf = _device_array(_Flat(obj, p, span, uint_of_size(v.itemsize))).copy_to_host().view(v.dtype)
-    return np.lib.stride_tricks.as_strided(buf[base:], v.shape, v.strides)
+    return int(h[0])

@@ -1,0 +1,58 @@
+"""Which array library a caller's array belongs to, read from its type.
+
+Nothing here imports PyTorch, CuPy, dask or ``numba.cuda``: the answers come
+from the classes' module names, learnt once per type.
+"""
+
+from typing import Any, Optional
+
+#: ``type -> library`` ("torch", "cupy" or None), learnt as types arrive.
+_libraries: dict = {}
+#: Types whose instances always export ``__cuda_array_interface__`` (CuPy's and
+#: numba's device arrays), learnt as they come: asking costs a dict build each time.
+_cai_types: set = set()
+
+
+def library(x: Any) -> Optional[str]:
+    """``"torch"`` for PyTorch tensors (subclasses too), ``"cupy"`` for CuPy
+    arrays, None for anything else (NumPy, numba device arrays, ...)."""
+    tp = type(x)
+    try:
+        return _libraries[tp]
+    except KeyError:
+        pass
+    lib = None
+    for c in tp.__mro__:
+        mod = (getattr(c, "__module__", "") or "").split(".")[0]
+        if mod == "torch" and c.__name__ == "Tensor":
+            lib = "torch"
+            break
+        if mod == "cupy" and c.__name__ == "ndarray":
+            lib = "cupy"
+            break
+    _libraries[tp] = lib
+    return lib
+
+
+def is_cuda_array(x: Any) -> bool:
+    """Whether ``x`` lives on a CUDA device (exports ``__cuda_array_interface__``)."""
+    tp = type(x)
+    if tp in _cai_types:
+        return True
+    if library(x) == "torch":
+        return bool(x.is_cuda)  # without evaluating PyTorch's (slow) interface property
+    if hasattr(x, "__cuda_array_interface__"):
+        mod = (getattr(tp, "__module__", "") or "").split(".")[0]
+        if (mod, tp.__name__) in (("cupy", "ndarray"), ("numba", "DeviceNDArray"),
+                                  ("numba_cuda", "DeviceNDArray")):
+            _cai_types.add(tp)
+        return True
+    # FakeCUDAArray: numba's CUDA simulator's device array (it exports no CAI).
+    return tp.__name__ == "FakeCUDAArray"
+
+
+def is_dask(x: Any) -> bool:
+    """Whether ``x`` is a ``dask.array.Array``."""
+    tp = type(x)
+    return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith(
+        "dask.array")
