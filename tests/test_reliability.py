@@ -197,10 +197,10 @@ def test_fork_pool_after_a_parallel_call():
     # Pool.map hung.
     r = _python("""
         import multiprocessing as mp, numpy as np, dmlnumba
-        x = np.ones((300, 400))
+        x = np.ones((1200, 1000), np.float32)
         def f(i):
             return (int(dmlnumba.nonzero_coordinates(x)[0][0]),
-                    float(dmlnumba.slice1(x, (0, 0), (300, 400), (1, -1)).sum()))
+                    float(dmlnumba.slice1(x, (0, 0), (1200, 1000), (1, -1)).sum()))
         if __name__ == "__main__":
             from dmlnumba import config
             assert x.size >= config.CPU_PARALLEL_MIN   # the parent starts the thread pool
@@ -209,7 +209,7 @@ def test_fork_pool_after_a_parallel_call():
                 print(p.map(f, range(4)))
     """, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[:2] == ["120000", str([(120000, 120000.0)] * 4)]
+    assert r.stdout.split("\n")[:2] == ["1200000", str([(1200000, 1200000.0)] * 4)]
     assert "Terminating" not in r.stderr
 
 
