@@ -18,9 +18,12 @@ CPU_SLICE_CHUNK = 1 << 15
 #: (see docs/PERFORMANCE.md for the measurement that set it).
 CPU_SLICE_NUMPY_MAX = 1 << 16
 
-#: Below this many elements, CPU kernels run on one thread (thread start-up
-#: costs more than the work).
-CPU_PARALLEL_MIN = 1 << 15
+#: Below this many elements, CPU kernels run on one thread.  Below about 2**20 a
+#: call into new outputs gains little from threads (page faults on the new output
+#: dominate), and on a loaded machine a parallel region waits for a descheduled
+#: worker: with 2**15, one busy process made the p90 of a 4x256x256 nonzero 11x its
+#: idle median; with 2**20, 1.1x (scripts/loaded_latency.py, docs/PERFORMANCE.md).
+CPU_PARALLEL_MIN = 1 << 20
 
 #: Dask nonzero: the most input bytes of one block where the input's chunking must
 #: be rechunked into stripes (blocks that are contiguous in element order).

@@ -375,14 +375,23 @@ def _scan(rows, nblocks):
         rows[b + 1] += rows[b]
 
 
+#: The nonzero drivers' parameter block: one int64 array, built once per layout
+#: (a call passes six arguments, not seventeen: numba's dispatch costs per argument).
+P_SRC_BASE, P_FIRST, P_N, P_BLOCK, P_NBLOCKS, P_OUT_BASE, P_RS, P_CS, P_WIDTH, P_COUNT_POS, \
+    P_CONTIGUOUS, P_LIMIT = range(12)
+N_PARAMS = 12
+
+
 @jit(nogil=True)
-def nonzero(src, src_base, mask, geom, first, n, block, nblocks, out, out_base, rs, cs, width,
-            count, count_pos, contiguous, limit):
+def nonzero(src, mask, geom, p, out, count):
     """NONZERO_COORDINATES on the calling thread: block counts, an exclusive scan,
     then ordered writes (see :func:`nonzero_parallel`).  A single block whose rows
     all fit (``limit``, the rows ``out`` holds, is at least ``n``) needs no scan, so
     no counting pass either: its write, bounded by the worst case (every element),
     ends on the count."""
+    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], \
+        p[P_NBLOCKS]
+    contiguous, limit = p[P_CONTIGUOUS] != 0, p[P_LIMIT]
     rows = np.empty(nblocks + 1, np.int64)
     one_pass = nblocks == 1 and limit >= n
     rows[0] = 0
@@ -395,15 +404,14 @@ def nonzero(src, src_base, mask, geom, first, n, block, nblocks, out, out_base, 
         _scan(rows, nblocks)
     end = 0
     for b in range(nblocks):
-        end = _write_block(src, src_base, mask, geom, first, n, block, np.int64(b), out, out_base,
-                           rs, cs, width, min(rows[b], limit), min(rows[b + 1], limit),
-                           contiguous)
-    count[count_pos] = end if one_pass else rows[nblocks]
+        end = _write_block(src, src_base, mask, geom, first, n, block, np.int64(b), out,
+                           p[P_OUT_BASE], p[P_RS], p[P_CS], p[P_WIDTH], min(rows[b], limit),
+                           min(rows[b + 1], limit), contiguous)
+    count[p[P_COUNT_POS]] = end if one_pass else rows[nblocks]
 
 
 @jit(parallel=True, nogil=True)
-def nonzero_parallel(src, src_base, mask, geom, first, n, block, nblocks, out, out_base, rs, cs,
-                     width, count, count_pos, contiguous, limit):
+def nonzero_parallel(src, mask, geom, p, out, count):
     """NONZERO_COORDINATES over numba's threads (``nblocks >= 2``).
 
     The input is elements ``[first, first + n)`` of the row-major order of the
@@ -413,8 +421,13 @@ def nonzero_parallel(src, src_base, mask, geom, first, n, block, nblocks, out, o
     non-zeros; the exclusive scan of the counts gives each block its first output
     row; pass 2 writes each block's rows, those below ``limit`` (the rows ``out``
     holds).  The result is in ascending element order with no sort and no atomics;
-    the count is the true count, also where it exceeds ``limit``.
+    the count is the true count, also where it exceeds ``limit``.  The scalars
+    arrive in ``p`` (the ``P_*`` indices).
     """
+    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], \
+        p[P_NBLOCKS]
+    out_base, rs, cs, width = p[P_OUT_BASE], p[P_RS], p[P_CS], p[P_WIDTH]
+    contiguous, limit = p[P_CONTIGUOUS] != 0, p[P_LIMIT]
     rows = np.empty(nblocks + 1, np.int64)
     for b in prange(nblocks):
         rows[b + 1] = _count_block(src, src_base, mask, geom, first, n, block, np.int64(b),
@@ -423,4 +436,4 @@ def nonzero_parallel(src, src_base, mask, geom, first, n, block, nblocks, out, o
     for b in prange(nblocks):
         _write_block(src, src_base, mask, geom, first, n, block, np.int64(b), out, out_base, rs,
                      cs, width, min(rows[b], limit), min(rows[b + 1], limit), contiguous)
-    count[count_pos] = rows[nblocks]
+    count[p[P_COUNT_POS]] = rows[nblocks]
