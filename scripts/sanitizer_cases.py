@@ -56,3 +56,28 @@ assert (to_host(r).reshape(3, 4) == fbuf[:12].reshape(3, 4)[::-1, ::-1]).all()
 n_ok += 2
 cuda.synchronize()
 print(f"{n_ok} cases ok (with max_count and aliased outputs)")
+
+# Default calls on PyTorch and CuPy inputs: outputs from the library's allocator, the
+# cached runner of repeated calls (twice each), on the current and on a side stream.
+import cupy  # noqa: E402
+import torch  # noqa: E402
+
+x = fill(rng, "float32", 4 * 9 * 65, 0.3).reshape(4, 9, 65)
+want = np.argwhere(x)
+p = dmlnumba.window(x.shape, np.s_[1:, ::-1, 2::3])
+side = torch.cuda.Stream()
+for dev in (torch.as_tensor(x, device="cuda"), cupy.asarray(x)):
+    for _ in range(2):
+        c, k = dmlnumba.nonzero_coordinates(dev)
+        assert int(to_host(c)[0]) == len(want) and (to_host(k)[:len(want)] == want).all()
+        assert (to_host(dmlnumba.argwhere(dev)).reshape(-1, 3) == want).all()
+        assert (to_host(dmlnumba.slice1(dev, *p)) == x[1:, ::-1, 2::3]).all()
+        n_ok += 3
+with torch.cuda.stream(side):
+    t = torch.as_tensor(x, device="cuda")
+    c, k = dmlnumba.nonzero_coordinates(t)
+side.synchronize()
+assert int(to_host(c)[0]) == len(want)
+n_ok += 1
+cuda.synchronize()
+print(f"{n_ok} cases ok (with PyTorch and CuPy default calls)")

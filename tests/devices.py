@@ -83,7 +83,8 @@ def to_host(a):
         return a
     if hasattr(a, "copy_to_host"):
         return a.copy_to_host()
-    if isinstance(a, ForeignCudaArray):
+    from dmlnumba.arrays import is_cuda_array
+    if isinstance(a, ForeignCudaArray) or is_cuda_array(a):  # CuPy, PyTorch
         from dmlnumba import target_cuda
         return np.ascontiguousarray(target_cuda.to_host(a))
     return np.asarray(a)
