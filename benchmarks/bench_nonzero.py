@@ -43,6 +43,7 @@ class NonzeroGPU:
     def setup(self, size, density):
         cp = self.cp = gpu_or_skip()
         import torch
+
         self.x = cp.random.standard_normal(size, dtype=cp.float32)
         self.x[cp.random.random(size, dtype=cp.float32) >= density] = 0
         self.t = torch.as_tensor(self.x, device="cuda")

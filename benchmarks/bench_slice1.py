@@ -46,6 +46,7 @@ class Slice1GPU:
     def setup(self, case):
         cp = self.cp = gpu_or_skip()
         import torch
+
         shape, self.idx = CASES[case]
         self.x = cp.random.standard_normal(shape, dtype=cp.float32)
         self.t = torch.as_tensor(self.x, device="cuda")

@@ -7,6 +7,7 @@ def gpu_or_skip():
     """CuPy on a real GPU, or NotImplementedError (asv's way to skip a benchmark)."""
     try:
         import cupy as cp
+
         if cp.cuda.runtime.getDeviceCount() < 1:
             raise NotImplementedError("no CUDA GPU")
         return cp

@@ -32,8 +32,14 @@ print(time.perf_counter() - t)
 
 
 def run(code, env=None, n=5):
-    times = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  check=True, env=env).stdout) for _ in range(n)]
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+            ).stdout
+        )
+        for _ in range(n)
+    ]
     return statistics.median(times)
 
 

@@ -3,13 +3,14 @@ catches typing and lowering errors before any device time is spent.
 
 numba-cuda asks the driver for the current device's compute capability when it
 compiles device functions; a stand-in device answers (9, 0) here."""
+
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "src"))
-from numba import cuda  # noqa: E402
 import numba.cuda.api as api  # noqa: E402
 import numba.cuda.dispatcher as _d  # noqa: E402
+from numba import cuda  # noqa: E402
 
 
 class _Dev:
@@ -21,7 +22,7 @@ from dmlnumba import kernels_cuda as K  # noqa: E402
 
 for name in ("slice", "nonzero"):
     for sb in (8, 16, 32, 64):
-        for ob in ((0,) if name == "slice" else (32, 64)):
+        for ob in (0,) if name == "slice" else (32, 64):
             fn = K._slice_copy if name == "slice" else K.make_nonzero(128 // sb)
             ptx, _ = cuda.compile_ptx(fn, K._signature(name, sb, ob), cc=(9, 0))
             print(f"{name:8s} src {sb:2d} bits, out {ob:2d} bits: ok ({len(ptx)} chars of PTX)")

@@ -44,10 +44,17 @@ def main(argv=None):
         i = block_info[None]["chunk-location"][0]
         return block(i, rows, cols, a.density)
 
-    x = da.map_blocks(make, chunks=((rows,) * nblocks, (cols,)), dtype=np.float32,
-                      meta=np.empty((0, 0), np.float32))
-    print(f"input: {x.shape} float32, {x.nbytes / 2**30:.0f} GiB, {nblocks} blocks of "
-          f"{rows * cols * 4 / 2**20:.0f} MiB, generated lazily; density {a.density}", flush=True)
+    x = da.map_blocks(
+        make,
+        chunks=((rows,) * nblocks, (cols,)),
+        dtype=np.float32,
+        meta=np.empty((0, 0), np.float32),
+    )
+    print(
+        f"input: {x.shape} float32, {x.nbytes / 2**30:.0f} GiB, {nblocks} blocks of "
+        f"{rows * cols * 4 / 2**20:.0f} MiB, generated lazily; density {a.density}",
+        flush=True,
+    )
     t = time.perf_counter()
     count, coords = dmlnumba.nonzero_coordinates(x, dtype=np.uint64)
     with dask.config.set(scheduler="threads"):
@@ -55,8 +62,11 @@ def main(argv=None):
     took = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     n = int(n[0])
-    print(f"nonzero_coordinates: {n} non-zeros, coordinates {c.shape} {c.dtype}, {took:.1f} s, "
-          f"peak RSS {peak:.2f} GiB", flush=True)
+    print(
+        f"nonzero_coordinates: {n} non-zeros, coordinates {c.shape} {c.dtype}, {took:.1f} s, "
+        f"peak RSS {peak:.2f} GiB",
+        flush=True,
+    )
     # Chunk-by-chunk NumPy reference.
     t = time.perf_counter()
     pos = 0
@@ -64,15 +74,20 @@ def main(argv=None):
     for i in range(nblocks):
         ref = np.argwhere(block(i, rows, cols, a.density)).astype(np.uint64)
         ref[:, 0] += i * rows
-        got = c[pos:pos + len(ref)]
+        got = c[pos : pos + len(ref)]
         if got.shape != ref.shape or not (got == ref).all():
             bad += 1
         pos += len(ref)
     ok = bad == 0 and pos == n == len(c)
-    print(f"reference (numpy.argwhere per block): {pos} rows, {bad} mismatching blocks, "
-          f"{'MATCH' if ok else 'MISMATCH'} ({time.perf_counter() - t:.1f} s)", flush=True)
-    print(f"peak RSS of the whole run: "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    print(
+        f"reference (numpy.argwhere per block): {pos} rows, {bad} mismatching blocks, "
+        f"{'MATCH' if ok else 'MISMATCH'} ({time.perf_counter() - t:.1f} s)",
+        flush=True,
+    )
+    print(
+        f"peak RSS of the whole run: "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB"
+    )
     return 0 if ok else 1
 
 

@@ -18,6 +18,7 @@ import time
 
 def gen(density, block_info=None):
     import cupy
+
     i = block_info[None]["chunk-location"][0]
     shape = block_info[None]["chunk-shape"]
     rs = cupy.random.RandomState(i)
@@ -28,6 +29,7 @@ def gen(density, block_info=None):
 
 def ref_block(x, block_info=None):
     import cupy
+
     r = cupy.argwhere(x).astype(cupy.uint32)
     r[:, 0] += block_info[0]["array-location"][0][0]
     return r
@@ -52,17 +54,47 @@ def main(argv=None):
     tmp = tempfile.mkdtemp()
     sched = os.path.join(tmp, "scheduler.json")
     env = dict(os.environ)
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
-                               "--scheduler-file", sched, "--no-dashboard", "--port", "0"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--scheduler-file",
+                sched,
+                "--no-dashboard",
+                "--port",
+                "0",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     while not os.path.exists(sched):
         time.sleep(0.2)
     for gpu in (0, 1):
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", sched,
-             "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--name", f"gpu{gpu}"],
-            env=dict(env, CUDA_VISIBLE_DEVICES=str(gpu)), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    "--scheduler-file",
+                    sched,
+                    "--nthreads",
+                    "1",
+                    "--nworkers",
+                    "1",
+                    "--no-dashboard",
+                    "--name",
+                    f"gpu{gpu}",
+                ],
+                env=dict(env, CUDA_VISIBLE_DEVICES=str(gpu)),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
     try:
         client = Client(scheduler_file=sched)
         client.wait_for_workers(2, timeout=120)
@@ -71,18 +103,32 @@ def main(argv=None):
         cols = 1 << 20
         rows = (1 << a.log2_size) // cols
         per = 64  # 256 MiB blocks
-        x = da.map_blocks(gen, a.density, chunks=((per,) * (rows // per), (cols,)),
-                          dtype=np.float32, meta=cupy.empty((0, 0), cupy.float32))
-        print(f"input: {x.shape} float32 ({x.nbytes / 2**30:.0f} GiB), {x.numblocks[0]} blocks, "
-              f"CuPy chunks generated on the workers, density {a.density}", flush=True)
+        x = da.map_blocks(
+            gen,
+            a.density,
+            chunks=((per,) * (rows // per), (cols,)),
+            dtype=np.float32,
+            meta=cupy.empty((0, 0), cupy.float32),
+        )
+        print(
+            f"input: {x.shape} float32 ({x.nbytes / 2**30:.0f} GiB), {x.numblocks[0]} blocks, "
+            f"CuPy chunks generated on the workers, density {a.density}",
+            flush=True,
+        )
         count, coords = dmlnumba.nonzero_coordinates(x)
-        ref = x.map_blocks(ref_block, chunks=((np.nan,) * x.numblocks[0], (2,)),
-                           dtype=np.uint32, meta=cupy.empty((0, 0), cupy.uint32))
+        ref = x.map_blocks(
+            ref_block,
+            chunks=((np.nan,) * x.numblocks[0], (2,)),
+            dtype=np.uint32,
+            meta=cupy.empty((0, 0), cupy.uint32),
+        )
         # Warm-up: every worker compiles (or loads) the kernels.
         client.gather(client.compute([count]))
         results = {}
-        for label, on in (("two workers (GPU 0 and 1)", None),
-                          ("one worker (GPU 0)", [w for w, v in workers.items() if v == "0"])):
+        for label, on in (
+            ("two workers (GPU 0 and 1)", None),
+            ("one worker (GPU 0)", [w for w, v in workers.items() if v == "0"]),
+        ):
             times = []
             for _ in range(3):
                 # The coordinates stay on the workers that made them (persist); only the
@@ -98,10 +144,16 @@ def main(argv=None):
         a2, b1 = results["two workers (GPU 0 and 1)"][0], results["one worker (GPU 0)"][0]
         print(f"speed-up with two GPUs: {b1 / a2:.2f}x", flush=True)
         got, want = client.gather(client.compute([coords, ref]))
-        ok = got.shape == want.shape and bool((got == want).all()) and \
-            all(r[1] == got.shape[0] for r in results.values())
-        print(f"check against per-block cupy.argwhere: {got.shape[0]} rows, "
-              f"{'MATCH' if ok else 'MISMATCH'}", flush=True)
+        ok = (
+            got.shape == want.shape
+            and bool((got == want).all())
+            and all(r[1] == got.shape[0] for r in results.values())
+        )
+        print(
+            f"check against per-block cupy.argwhere: {got.shape[0]} rows, "
+            f"{'MATCH' if ok else 'MISMATCH'}",
+            flush=True,
+        )
         client.close()
         return 0 if ok else 1
     finally:

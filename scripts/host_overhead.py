@@ -1,6 +1,7 @@
 """Per-call time of small CUDA calls as users write them (default outputs, PyTorch
 and CuPy inputs, 1000 back-to-back calls then one sync), and where the host time
 goes (cProfile top entries).  ``python3 scripts/host_overhead.py [--profile]``"""
+
 import cProfile
 import pstats
 import sys
@@ -23,12 +24,15 @@ cases = {
     "nonzero torch in, default": lambda: dmlnumba.nonzero_coordinates(xt),
     "nonzero cupy in, default": lambda: dmlnumba.nonzero_coordinates(xc),
     "nonzero cupy in, preallocated": lambda: dmlnumba.nonzero_coordinates(
-        xc, out_count=cnt, out_coordinates=crd),
+        xc, out_count=cnt, out_coordinates=crd
+    ),
     "slice1 torch in, default": lambda: dmlnumba.slice1(xt, *w),
     "slice1 cupy in, preallocated": lambda: dmlnumba.slice1(xc, *w, out=out),
     "torch.nonzero": lambda: torch.nonzero(xt),
-    "torch.empty x2": lambda: (torch.empty(1, dtype=torch.uint32, device="cuda"),
-                               torch.empty((1000, 3), dtype=torch.uint32, device="cuda")),
+    "torch.empty x2": lambda: (
+        torch.empty(1, dtype=torch.uint32, device="cuda"),
+        torch.empty((1000, 3), dtype=torch.uint32, device="cuda"),
+    ),
     "torch current_stream": lambda: torch.cuda.current_stream(0).cuda_stream,
 }
 for name, f in cases.items():

@@ -1,4 +1,5 @@
 """A few calls for Nsight Compute to time (``ncu --metrics gpu__time_duration.sum``)."""
+
 import cupy as cp
 import numpy as np
 

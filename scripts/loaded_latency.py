@@ -34,14 +34,17 @@ def main(argv=None):
     a = p.parse_args(argv)
     import dmlnumba
     from dmlnumba import config
+
     if a.parallel_min is not None:
         config.CPU_PARALLEL_MIN = a.parallel_min
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 256, 256)).astype(np.float32)
     x[rng.random(x.shape) < 0.5] = 0
     w = dmlnumba.window(x.shape, np.s_[:, ::-1, 3:250:2])
-    cases = {"nonzero": lambda: dmlnumba.nonzero_coordinates(x),
-             "slice1": lambda: dmlnumba.slice1(x, *w)}
+    cases = {
+        "nonzero": lambda: dmlnumba.nonzero_coordinates(x),
+        "slice1": lambda: dmlnumba.slice1(x, *w),
+    }
     idle = {k: measure(f, a.calls) for k, f in cases.items()}
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -52,8 +55,10 @@ def main(argv=None):
     print(f"CPU_PARALLEL_MIN = {config.CPU_PARALLEL_MIN}; 4x256x256 float32, {a.calls} calls")
     for k in cases:
         (m0, p0), (m1, p1) = idle[k], loaded[k]
-        print(f"{k:8s} idle median {m0:.3f} ms, p90 {p0:.3f} ms | loaded median {m1:.3f} ms, "
-              f"p90 {p1:.3f} ms = {p1 / m0:.1f}x the idle median")
+        print(
+            f"{k:8s} idle median {m0:.3f} ms, p90 {p0:.3f} ms | loaded median {m1:.3f} ms, "
+            f"p90 {p1:.3f} ms = {p1 / m0:.1f}x the idle median"
+        )
 
 
 if __name__ == "__main__":

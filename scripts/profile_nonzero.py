@@ -1,6 +1,7 @@
 """Calls for Nsight Compute to profile: nonzero over 2**K float32 elements at
 DENSITY (``K=28 DENSITY=0.01 ncu -k regex:nonzero --launch-skip 3 --launch-count 1
 --section SpeedOfLight --section WarpStateStats python3 scripts/profile_nonzero.py``)."""
+
 import os
 
 import cupy as cp
@@ -15,4 +16,4 @@ for _ in range(5):
     dmlnumba.nonzero_coordinates(xc, out_count=cnt, out_coordinates=crd)
 cp.cuda.runtime.deviceSynchronize()
 assert int(cnt.get()[0]) == nnz
-print("profiled 2**%d at %g: %d non-zeros" % (k, density, nnz))
+print(f"profiled 2**{k} at {density:g}: {nnz} non-zeros")

@@ -6,6 +6,7 @@ from numba import cuda
 
 import dmlnumba
 from dmlnumba import config
+
 from devices import to_device, to_host
 from strategies import fill
 
@@ -24,7 +25,9 @@ for dtype in ["float64", "float32", "float16", "int8", "uint16", "bool"]:
             if dtype != "bool":
                 p = dmlnumba.window(x.shape, np.s_[1:, ::-1, 2::3])
                 got = to_host(dmlnumba.slice1(to_device(x, "cuda"), *p, device="cuda"))
-                assert (got.view(np.uint8) == np.ascontiguousarray(x[1:, ::-1, 2::3]).view(np.uint8)).all()
+                assert (
+                    got.view(np.uint8) == np.ascontiguousarray(x[1:, ::-1, 2::3]).view(np.uint8)
+                ).all()
             n_ok += 1
 cuda.synchronize()
 print(f"{n_ok} cases ok")
@@ -35,7 +38,7 @@ want = np.argwhere(x)
 for m in (0, len(want) // 3, len(want), len(want) + 5):
     c, k = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), max_count=m)
     assert int(to_host(c)[0]) == len(want) and to_host(k).shape == (m, 3)
-    assert (to_host(k)[:min(m, len(want))] == want[:m]).all()
+    assert (to_host(k)[: min(m, len(want))] == want[:m]).all()
     n_ok += 1
 # Outputs that overlap the input: computed into new arrays, then copied.
 from devices import device_view  # noqa: E402
@@ -69,7 +72,7 @@ side = torch.cuda.Stream()
 for dev in (torch.as_tensor(x, device="cuda"), cupy.asarray(x)):
     for _ in range(2):
         c, k = dmlnumba.nonzero_coordinates(dev)
-        assert int(to_host(c)[0]) == len(want) and (to_host(k)[:len(want)] == want).all()
+        assert int(to_host(c)[0]) == len(want) and (to_host(k)[: len(want)] == want).all()
         assert (to_host(dmlnumba.argwhere(dev)).reshape(-1, 3) == want).all()
         got = to_host(dmlnumba.slice1(dev, *p)).view(np.uint32)  # bits: fill() draws NaNs
         assert (got == np.ascontiguousarray(x[1:, ::-1, 2::3]).view(np.uint32)).all()

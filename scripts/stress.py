@@ -21,8 +21,19 @@ import traceback
 
 import numpy as np
 
-DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64",
-          "uint32", "uint16", "uint8"]
+DTYPES = [
+    "float64",
+    "float32",
+    "float16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
+]
 
 
 def _array(rng):
@@ -56,6 +67,7 @@ def _bits(a):
 
 def one_call(rng):
     import dmlnumba
+
     x = _array(rng)
     op = int(rng.integers(3))
     if op == 0:
@@ -65,8 +77,9 @@ def one_call(rng):
             a, b = sorted(int(v) for v in rng.integers(0, n + 1, size=2))
             if a == b:
                 a, b = 0, n
-            idx.append(slice(a, b, step) if step > 0 else slice(b - 1, (a - 1) if a else None,
-                                                                step))
+            idx.append(
+                slice(a, b, step) if step > 0 else slice(b - 1, (a - 1) if a else None, step)
+            )
         idx = tuple(idx)
         want = x[idx]
         if want.size == 0:
@@ -105,8 +118,12 @@ def process_main(tag, seconds, threads, queue):
     deadline = time.monotonic() + seconds
     counts = [[0] for _ in range(threads)]
     failures = []
-    ts = [threading.Thread(target=_loop, args=(hash((tag, i)) & 0xFFFFFFFF, deadline, counts[i],
-                                               failures)) for i in range(threads)]
+    ts = [
+        threading.Thread(
+            target=_loop, args=(hash((tag, i)) & 0xFFFFFFFF, deadline, counts[i], failures)
+        )
+        for i in range(threads)
+    ]
     for t in ts:
         t.start()
     for t in ts:
@@ -131,6 +148,7 @@ def main(argv=None):
     p.add_argument("--fork-workers", type=int, default=2)
     a = p.parse_args(argv)
     import dmlnumba
+
     t0 = time.monotonic()
     # The main process first runs parallel kernels, so a fork inherits a running pool.
     rng = np.random.default_rng(1)
@@ -138,8 +156,10 @@ def main(argv=None):
     assert len(dmlnumba.argwhere(x)) == np.count_nonzero(x)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=process_main, args=(f"spawned-{i}", a.seconds, a.threads, queue))
-             for i in range(a.processes)]
+    procs = [
+        ctx.Process(target=process_main, args=(f"spawned-{i}", a.seconds, a.threads, queue))
+        for i in range(a.processes)
+    ]
     for pr in procs:
         pr.start()
     fork_calls = 0
@@ -150,7 +170,8 @@ def main(argv=None):
         while time.monotonic() < fork_deadline:
             try:
                 res = pool.map_async(_fork_task, range(seed, seed + 4 * a.fork_workers)).get(
-                    timeout=300)
+                    timeout=300
+                )
                 fork_calls += sum(n for _, n in res)
             except Exception:
                 fork_failures.append(traceback.format_exc())
@@ -160,7 +181,9 @@ def main(argv=None):
     for pr in procs:
         pr.join(timeout=60)
     total, failed = fork_calls, len(fork_failures)
-    print(f"fork pool ({a.fork_workers} workers): {fork_calls} calls, {len(fork_failures)} failures")
+    print(
+        f"fork pool ({a.fork_workers} workers): {fork_calls} calls, {len(fork_failures)} failures"
+    )
     for tag, n, fails, nfail in sorted(results):
         print(f"{tag} ({a.threads} threads): {n} calls, {nfail} failures")
         total += n
@@ -170,8 +193,10 @@ def main(argv=None):
     for f in fork_failures:
         print(f)
     dead = [pr.exitcode for pr in procs if pr.exitcode != 0]
-    print(f"total: {total} calls checked against NumPy in {time.monotonic() - t0:.0f} s, "
-          f"{failed} failures, {len(dead)} dead processes")
+    print(
+        f"total: {total} calls checked against NumPy in {time.monotonic() - t0:.0f} s, "
+        f"{failed} failures, {len(dead)} dead processes"
+    )
     return 1 if failed or dead else 0
 
 

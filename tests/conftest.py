@@ -6,8 +6,9 @@ from hypothesis import HealthCheck, settings
 
 # Profiles: "ci" keeps the randomized run short on a 2-core machine without a GPU;
 # "dev" is the default; "thorough" is for a long local or GPU run.
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                      HealthCheck.function_scoped_fixture])
+_common = dict(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 settings.register_profile("ci", max_examples=60, derandomize=True, **_common)
 settings.register_profile("dev", max_examples=150, **_common)
 settings.register_profile("thorough", max_examples=1000, **_common)
@@ -19,8 +20,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     # Simulated blocks are Python threads: keep them small for the whole run.
     from dmlnumba import config as _config
+
     _config.CUDA_THREADS = 64
-    _config.CUDA_NONZERO_ITEMS = 8   # >= 4: the kernel's four-step path runs too
+    _config.CUDA_NONZERO_ITEMS = 8  # >= 4: the kernel's four-step path runs too
     _config.CUDA_SLICE_ITEMS = 2
 
 
@@ -29,15 +31,23 @@ def tiny_blocks():
     """Patch the block sizes small, so that tiny inputs cross many blocks and the
     parallel paths run, and send small slice1 windows through the kernel."""
     from dmlnumba import config
-    names = ("CPU_NONZERO_BLOCK", "CPU_SLICE_CHUNK", "CPU_PARALLEL_MIN", "CPU_SLICE_NUMPY_MAX",
-             "CUDA_THREADS", "CUDA_NONZERO_ITEMS", "CUDA_SLICE_ITEMS")
+
+    names = (
+        "CPU_NONZERO_BLOCK",
+        "CPU_SLICE_CHUNK",
+        "CPU_PARALLEL_MIN",
+        "CPU_SLICE_NUMPY_MAX",
+        "CUDA_THREADS",
+        "CUDA_NONZERO_ITEMS",
+        "CUDA_SLICE_ITEMS",
+    )
     saved = {n: getattr(config, n) for n in names}
     config.CPU_NONZERO_BLOCK = 7
     config.CPU_SLICE_CHUNK = 5
     config.CPU_PARALLEL_MIN = 0
     config.CPU_SLICE_NUMPY_MAX = 0  # small windows through the kernel, not NumPy
     config.CUDA_THREADS = 32
-    config.CUDA_NONZERO_ITEMS = 6   # one four-step run, then two single steps
+    config.CUDA_NONZERO_ITEMS = 6  # one four-step run, then two single steps
     config.CUDA_SLICE_ITEMS = 2
     try:
         yield

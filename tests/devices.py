@@ -20,12 +20,14 @@ def _cuda_available():
     if os.environ.get("DMLNUMBA_TEST_CUDA") == "0":
         return False
     import importlib.util
+
     if importlib.util.find_spec("numba_cuda") is None:
         # numba's own (deprecated) numba.cuda, simulator included, lacks what the CUDA
         # target uses; dmlnumba refuses device="cuda" there, so the CUDA tests skip.
         return False
     try:
         from numba import cuda
+
         return bool(cuda.is_available())
     except Exception:
         return False
@@ -46,8 +48,12 @@ class ForeignCudaArray:
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.__cuda_array_interface__ = {
-            "shape": self.shape, "strides": tuple(strides), "typestr": self.dtype.str,
-            "data": (ptr, readonly), "version": 3, "stream": None,
+            "shape": self.shape,
+            "strides": tuple(strides),
+            "typestr": self.dtype.str,
+            "data": (ptr, readonly),
+            "version": 3,
+            "stream": None,
         }
 
 
@@ -56,15 +62,20 @@ def to_device(a, device, readonly=False):
     if device == "cpu":
         return a
     from numba import cuda
+
     from dmlnumba.layout import extent
+
     if a.size == 0:
         d = cuda.device_array(1, a.dtype)
         return ForeignCudaArray(d, device_pointer(d), a.shape, a.strides, a.dtype, readonly)
     low, span, base, _ = extent(a.shape, a.strides, a.itemsize)
     flat = np.lib.stride_tricks.as_strided(
-        a.reshape(-1)[:1] if a.flags.c_contiguous else a[tuple(
-            slice(None, None, -1) if s < 0 else slice(None) for s in a.strides)],
-        shape=(span,), strides=(a.itemsize,))
+        a.reshape(-1)[:1]
+        if a.flags.c_contiguous
+        else a[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in a.strides)],
+        shape=(span,),
+        strides=(a.itemsize,),
+    )
     d = cuda.to_device(np.ascontiguousarray(flat))
     ptr = device_pointer(d) + base * a.itemsize
     return ForeignCudaArray(d, ptr, a.shape, a.strides, a.dtype, readonly)
@@ -84,8 +95,10 @@ def to_host(a):
     if hasattr(a, "copy_to_host"):
         return a.copy_to_host()
     from dmlnumba.arrays import is_cuda_array
+
     if isinstance(a, ForeignCudaArray) or is_cuda_array(a):  # CuPy, PyTorch
         from dmlnumba import target_cuda
+
         return np.ascontiguousarray(target_cuda.to_host(a))
     return np.asarray(a)
 

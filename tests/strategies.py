@@ -4,8 +4,19 @@ with the special values that break sloppy implementations."""
 import numpy as np
 from hypothesis import strategies as st
 
-DML_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8",
-              "uint64", "uint32", "uint16", "uint8"]
+DML_DTYPES = [
+    "float64",
+    "float32",
+    "float16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
+]
 NONZERO_DTYPES = DML_DTYPES + ["bool"]
 LAYOUTS = ["C", "F", "reversed", "strided", "permuted", "broadcast"]
 
@@ -14,8 +25,15 @@ LAYOUTS = ["C", "F", "reversed", "strided", "permuted", "broadcast"]
 SPECIAL_BITS = {
     2: [0x8000, 0x7E01, 0xFD55, 0x7C01, 0x7C00, 0xFC00, 0x0001],
     4: [0x80000000, 0x7FC00001, 0xFFC12345, 0x7F800001, 0x7F800000, 0xFF800000, 0x00000001],
-    8: [0x8000000000000000, 0x7FF8000000000001, 0xFFF123456789ABCD, 0x7FF0000000000001,
-        0x7FF0000000000000, 0xFFF0000000000000, 0x0000000000000001],
+    8: [
+        0x8000000000000000,
+        0x7FF8000000000001,
+        0xFFF123456789ABCD,
+        0x7FF0000000000001,
+        0x7FF0000000000000,
+        0xFFF0000000000000,
+        0x0000000000000001,
+    ],
 }
 
 
@@ -167,8 +185,10 @@ def odd_out(rng, shape, dtype, kind):
     # "strided": gaps, some dimensions reversed, and a spare element at each end.
     steps = [int(rng.integers(1, 3)) * (-1 if rng.random() < 0.4 else 1) for _ in shape]
     big = tuple((n - 1) * abs(t) + 3 for n, t in zip(shape, steps))
-    idx = tuple(slice(1, 1 + (n - 1) * t + 1, t) if t > 0 else slice(1 + (n - 1) * -t, 0, t)
-                for n, t in zip(shape, steps))
+    idx = tuple(
+        slice(1, 1 + (n - 1) * t + 1, t) if t > 0 else slice(1 + (n - 1) * -t, 0, t)
+        for n, t in zip(shape, steps)
+    )
     return np.full(big, poison, dtype), lambda b: b[idx]
 
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dmlnumba
+
 from devices import CUDA, SIM
 from strategies import NONZERO_DTYPES, bits, fill
 
@@ -59,7 +60,7 @@ def _check_nonzero(a, results, width=None, max_count=None):
     assert count.shape == (1,) and int(count[0]) == len(ref)
     k = len(ref) if max_count is None else min(len(ref), max_count)
     assert coords.shape == (k, w) and coords.dtype == np.uint32
-    np.testing.assert_array_equal(coords, ref[:k, a.ndim - w:])
+    np.testing.assert_array_equal(coords, ref[:k, a.ndim - w :])
     np.testing.assert_array_equal(argw, ref)
     assert argw.dtype == np.int64
 
@@ -96,9 +97,16 @@ def test_threaded_scheduler_matches_numpy(data):
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=40) as cluster, \
-            distributed.Client(cluster, set_as_default=False) as c:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=40,
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as c,
+    ):
         yield c
 
 
@@ -134,8 +142,9 @@ def test_building_a_result_computes_nothing():
         shape = block_info[None]["chunk-shape"]
         return np.ones(shape, np.float32)
 
-    x = da.map_blocks(make, chunks=((3, 3), (4, 1)), dtype=np.float32,
-                      meta=np.empty((0, 0), np.float32))
+    x = da.map_blocks(
+        make, chunks=((3, 3), (4, 1)), dtype=np.float32, meta=np.empty((0, 0), np.float32)
+    )
     count, coords = dmlnumba.nonzero_coordinates(x, max_count=5)
     argw = dmlnumba.argwhere(x)
     s = dmlnumba.slice1(x, (0, 0), (6, 5), (-1, 2))
@@ -168,8 +177,13 @@ def test_bad_parameters_raise_while_building_the_graph():
 
 def test_stripes_bound_the_block_bytes():
     from dmlnumba.chunked import _is_stripes, stripes
-    for shape, limit in [((64, 1024, 1024), 1 << 27), ((2, 1 << 20), 1 << 16), ((3, 5, 7), 8),
-                         ((1, 1, 9), 4)]:
+
+    for shape, limit in [
+        ((64, 1024, 1024), 1 << 27),
+        ((2, 1 << 20), 1 << 16),
+        ((3, 5, 7), 8),
+        ((1, 1, 9), 4),
+    ]:
         chunks = stripes(shape, 4, limit)
         assert _is_stripes(chunks)
         assert tuple(sum(c) for c in chunks) == shape

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import dmlnumba
+
 from devices import DEVICES, to_device, to_host
 
 X = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
@@ -14,8 +15,12 @@ SENTINEL = 123.0
 SLICE_CASES = [
     # (changes to the good call, exception, message pattern)
     (dict(strides=(1, 0, -1)), ValueError, r"strides\[1\] is 0"),
-    (dict(offsets=(0, 1, 4)), ValueError, r"window out of bounds for dimension 2: offsets\[2\] \+ "
-                                          r"sizes\[2\] = 4 \+ 3 = 7 > input.shape\[2\] = 6"),
+    (
+        dict(offsets=(0, 1, 4)),
+        ValueError,
+        r"window out of bounds for dimension 2: offsets\[2\] \+ "
+        r"sizes\[2\] = 4 \+ 3 = 7 > input.shape\[2\] = 6",
+    ),
     (dict(sizes=(0, 3, 3)), ValueError, r"sizes\[0\] = 0"),
     (dict(offsets=(0, -1, 2)), ValueError, r"offsets\[1\] = -1 is negative"),
     (dict(output_sizes=(4, 2, 0)), ValueError, r"output_sizes\[2\] = 0 is out of range .* 3"),
@@ -29,7 +34,11 @@ SLICE_CASES = [
     (dict(strides=5), TypeError, r"strides must be a sequence of 3 integers, not int"),
     (dict(offsets=np.array([0.0, 1, 2])), TypeError, r"offsets must hold integers, not float64"),
     (dict(strides=(1, 2**63, -1)), ValueError, r"strides\[1\] = 9223372036854775808 does not fit"),
-    (dict(offsets=(0, 1, -2**64)), ValueError, r"offsets\[2\] = -18446744073709551616 does not fit"),
+    (
+        dict(offsets=(0, 1, -(2**64))),
+        ValueError,
+        r"offsets\[2\] = -18446744073709551616 does not fit",
+    ),
     (dict(device="tpu"), ValueError, r"unknown device 'tpu'"),
     (dict(device=0), TypeError, r"device must be a string"),
 ]
@@ -38,9 +47,16 @@ SLICE_CASES = [
 def _slice_call(x=X, out=None, device=None, **change):
     kw = dict(GOOD)
     kw.update(change)
-    return dmlnumba.slice1(x, kw.pop("offsets"), kw.pop("sizes"), kw.pop("strides"),
-                           kw.pop("output_sizes", None), out=out, device=kw.pop("device", device),
-                           **kw)
+    return dmlnumba.slice1(
+        x,
+        kw.pop("offsets"),
+        kw.pop("sizes"),
+        kw.pop("strides"),
+        kw.pop("output_sizes", None),
+        out=out,
+        device=kw.pop("device", device),
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("change,exc,pattern", SLICE_CASES)
@@ -51,17 +67,20 @@ def test_slice1_bad_parameters(change, exc, pattern):
     assert (out == SENTINEL).all()
 
 
-@pytest.mark.parametrize("x,exc,pattern", [
-    (np.float32(1.0), ValueError, r"input has 0 dimensions"),
-    (np.zeros((1,) * 9, np.float32), ValueError, r"input has 9 dimensions"),
-    (X.astype(np.complex64), TypeError, r"dtype complex64 is not supported"),
-    (X.astype(object), TypeError, r"dtype object is not supported"),
-    (X.astype(bool), TypeError, r"dtype bool is not supported"),
-    (np.array([["ab"]]), TypeError, r"dtype <U2 is not supported"),
-    (X.astype(">f4"), TypeError, r"non-native byte order"),
-    (X.tolist(), TypeError, r"input must be a NumPy array or a CUDA array .* not list"),
-    (None, TypeError, r"not NoneType"),
-])
+@pytest.mark.parametrize(
+    "x,exc,pattern",
+    [
+        (np.float32(1.0), ValueError, r"input has 0 dimensions"),
+        (np.zeros((1,) * 9, np.float32), ValueError, r"input has 9 dimensions"),
+        (X.astype(np.complex64), TypeError, r"dtype complex64 is not supported"),
+        (X.astype(object), TypeError, r"dtype object is not supported"),
+        (X.astype(bool), TypeError, r"dtype bool is not supported"),
+        (np.array([["ab"]]), TypeError, r"dtype <U2 is not supported"),
+        (X.astype(">f4"), TypeError, r"non-native byte order"),
+        (X.tolist(), TypeError, r"input must be a NumPy array or a CUDA array .* not list"),
+        (None, TypeError, r"not NoneType"),
+    ],
+)
 def test_slice1_bad_input(x, exc, pattern):
     out = np.full((4, 2, 3), SENTINEL, np.float32)
     with pytest.raises(exc, match=pattern):
@@ -85,14 +104,30 @@ def _readonly(shape):
     return a
 
 
-@pytest.mark.parametrize("out,exc,pattern", [
-    (np.full((4, 2, 2), SENTINEL, np.float32), ValueError, r"out has shape \(4, 2, 2\), expected \(4, 2, 3\)"),
-    (np.full((4, 2, 3), SENTINEL, np.float64), TypeError, r"out has dtype float64, expected float32"),
-    (_readonly((4, 2, 3)), ValueError, r"out is read-only"),
-    (np.lib.stride_tricks.as_strided(np.full(6, SENTINEL, np.float32), (4, 2, 3), (0, 12, 4)),
-     ValueError, r"out has overlapping memory"),
-    ([[0.0]], TypeError, r"out must be an array, not list"),
-])
+@pytest.mark.parametrize(
+    "out,exc,pattern",
+    [
+        (
+            np.full((4, 2, 2), SENTINEL, np.float32),
+            ValueError,
+            r"out has shape \(4, 2, 2\), expected \(4, 2, 3\)",
+        ),
+        (
+            np.full((4, 2, 3), SENTINEL, np.float64),
+            TypeError,
+            r"out has dtype float64, expected float32",
+        ),
+        (_readonly((4, 2, 3)), ValueError, r"out is read-only"),
+        (
+            np.lib.stride_tricks.as_strided(
+                np.full(6, SENTINEL, np.float32), (4, 2, 3), (0, 12, 4)
+            ),
+            ValueError,
+            r"out has overlapping memory",
+        ),
+        ([[0.0]], TypeError, r"out must be an array, not list"),
+    ],
+)
 def test_slice1_bad_out(out, exc, pattern):
     before = np.array(out, copy=True)
     with pytest.raises(exc, match=pattern):
@@ -109,17 +144,24 @@ def _nz_outs(dtype=np.uint32, rows=6, width=3):
     return np.full((1,), 77, dtype), np.full((rows, width), 77, dtype)
 
 
-@pytest.mark.parametrize("kw,exc,pattern", [
-    (dict(width=1), ValueError, r"width = 1 is out of range for an input of shape \(1, 2, 3\): it "
-                                r"must be between the effective rank 2 and the number of dimensions 3"),
-    (dict(width=4), ValueError, r"width = 4 is out of range"),
-    (dict(width=2.0), TypeError, r"width must be an integer, not float"),
-    (dict(dtype=np.float32), TypeError, r"dtype float32 is not supported"),
-    (dict(dtype="int32"), TypeError, r"dtype int32 is not supported"),
-    (dict(dtype="nonsense"), TypeError, r"dtype 'nonsense' is not a NumPy dtype"),
-    (dict(device="gpu"), ValueError, r"unknown device 'gpu'"),
-    (dict(stream=object()), ValueError, r"stream= applies to CUDA calls only"),
-])
+@pytest.mark.parametrize(
+    "kw,exc,pattern",
+    [
+        (
+            dict(width=1),
+            ValueError,
+            r"width = 1 is out of range for an input of shape \(1, 2, 3\): it "
+            r"must be between the effective rank 2 and the number of dimensions 3",
+        ),
+        (dict(width=4), ValueError, r"width = 4 is out of range"),
+        (dict(width=2.0), TypeError, r"width must be an integer, not float"),
+        (dict(dtype=np.float32), TypeError, r"dtype float32 is not supported"),
+        (dict(dtype="int32"), TypeError, r"dtype int32 is not supported"),
+        (dict(dtype="nonsense"), TypeError, r"dtype 'nonsense' is not a NumPy dtype"),
+        (dict(device="gpu"), ValueError, r"unknown device 'gpu'"),
+        (dict(stream=object()), ValueError, r"stream= applies to CUDA calls only"),
+    ],
+)
 def test_nonzero_bad_parameters(kw, exc, pattern):
     count, coords = _nz_outs()
     with pytest.raises(exc, match=pattern):
@@ -132,19 +174,56 @@ def _ro(a):
     return a
 
 
-@pytest.mark.parametrize("which,bad,exc,pattern", [
-    ("coords", np.full((5, 3), 77, np.uint32), ValueError,
-     r"out_coordinates has 5 rows, too few for an input of 6 elements"),
-    ("coords", np.full((6, 2), 77, np.uint32), ValueError, r"out_coordinates has 2 columns, expected width = 3"),
-    ("coords", np.full((6, 3), 77, np.int64), TypeError, r"out_coordinates has dtype int64, expected uint32"),
-    ("coords", np.full((2, 1, 6, 3), 77, np.uint32), ValueError, r"out_coordinates has shape \(2, 1, 6, 3\)"),
-    ("coords", _ro(np.full((6, 3), 77, np.uint32)), ValueError, r"out_coordinates is read-only"),
-    ("coords", np.full((18,), 77, np.uint32), ValueError, r"out_coordinates has shape \(18,\)"),
-    ("count", np.full((2,), 77, np.uint32), ValueError, r"out_count has shape \(2,\); it must hold exactly one"),
-    ("count", np.full((1,), 77, np.int32), TypeError, r"out_count has dtype int32, expected uint32"),
-    ("count", _ro(np.full((1,), 77, np.uint32)), ValueError, r"out_count is read-only"),
-    ("count", 5, TypeError, r"out_count must be an array, not int"),
-])
+@pytest.mark.parametrize(
+    "which,bad,exc,pattern",
+    [
+        (
+            "coords",
+            np.full((5, 3), 77, np.uint32),
+            ValueError,
+            r"out_coordinates has 5 rows, too few for an input of 6 elements",
+        ),
+        (
+            "coords",
+            np.full((6, 2), 77, np.uint32),
+            ValueError,
+            r"out_coordinates has 2 columns, expected width = 3",
+        ),
+        (
+            "coords",
+            np.full((6, 3), 77, np.int64),
+            TypeError,
+            r"out_coordinates has dtype int64, expected uint32",
+        ),
+        (
+            "coords",
+            np.full((2, 1, 6, 3), 77, np.uint32),
+            ValueError,
+            r"out_coordinates has shape \(2, 1, 6, 3\)",
+        ),
+        (
+            "coords",
+            _ro(np.full((6, 3), 77, np.uint32)),
+            ValueError,
+            r"out_coordinates is read-only",
+        ),
+        ("coords", np.full((18,), 77, np.uint32), ValueError, r"out_coordinates has shape \(18,\)"),
+        (
+            "count",
+            np.full((2,), 77, np.uint32),
+            ValueError,
+            r"out_count has shape \(2,\); it must hold exactly one",
+        ),
+        (
+            "count",
+            np.full((1,), 77, np.int32),
+            TypeError,
+            r"out_count has dtype int32, expected uint32",
+        ),
+        ("count", _ro(np.full((1,), 77, np.uint32)), ValueError, r"out_count is read-only"),
+        ("count", 5, TypeError, r"out_count must be an array, not int"),
+    ],
+)
 def test_nonzero_bad_outputs(which, bad, exc, pattern):
     count, coords = _nz_outs()
     if which == "count":
@@ -158,13 +237,16 @@ def test_nonzero_bad_outputs(which, bad, exc, pattern):
         np.testing.assert_array_equal(np.asarray(a), s)
 
 
-@pytest.mark.parametrize("x,exc,pattern", [
-    (np.zeros(()), ValueError, r"input has 0 dimensions"),
-    (np.zeros((1,) * 9), ValueError, r"input has 9 dimensions"),
-    (np.zeros(3, np.complex128), TypeError, r"dtype complex128 is not supported"),
-    (np.zeros(3, "datetime64[s]"), TypeError, r"dtype datetime64\[s\] is not supported"),
-    ([1, 0, 2], TypeError, r"input must be a NumPy array"),
-])
+@pytest.mark.parametrize(
+    "x,exc,pattern",
+    [
+        (np.zeros(()), ValueError, r"input has 0 dimensions"),
+        (np.zeros((1,) * 9), ValueError, r"input has 9 dimensions"),
+        (np.zeros(3, np.complex128), TypeError, r"dtype complex128 is not supported"),
+        (np.zeros(3, "datetime64[s]"), TypeError, r"dtype datetime64\[s\] is not supported"),
+        ([1, 0, 2], TypeError, r"input must be a NumPy array"),
+    ],
+)
 def test_nonzero_bad_input(x, exc, pattern):
     count = np.full((1,), 77, np.uint32)
     with pytest.raises(exc, match=pattern):
@@ -177,8 +259,11 @@ def test_nonzero_bad_input(x, exc, pattern):
 def test_uint32_cannot_describe_2_to_the_32_elements():
     huge = np.broadcast_to(np.zeros(1, np.uint8), (1 << 16, 1 << 16))  # no memory behind it
     count = np.full((1,), 77, np.uint32)
-    with pytest.raises(ValueError, match=r"input has 4294967296 elements, more than dtype uint32 "
-                                         r"can count .* pass dtype=numpy.uint64 or numpy.int64"):
+    with pytest.raises(
+        ValueError,
+        match=r"input has 4294967296 elements, more than dtype uint32 "
+        r"can count .* pass dtype=numpy.uint64 or numpy.int64",
+    ):
         dmlnumba.nonzero_coordinates(huge, out_count=count)
     assert count[0] == 77
 

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dmlnumba
+
 from devices import needs_real_gpu
 from strategies import DML_DTYPES, NONZERO_DTYPES, arrays, bits, slice1_reference, windows
 
@@ -19,15 +20,18 @@ TORCH_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int
 def _span(x):
     """The bytes ``x`` spans, contiguous, and the element offset of ``x[0, ...]`` in them."""
     from dmlnumba.layout import extent
+
     low, span, base, _ = extent(x.shape, x.strides, x.itemsize)
     flips = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in x.strides)
-    flat = np.lib.stride_tricks.as_strided(x[flips] if low else x, shape=(span,),
-                                           strides=(x.itemsize,))
+    flat = np.lib.stride_tricks.as_strided(
+        x[flips] if low else x, shape=(span,), strides=(x.itemsize,)
+    )
     return np.ascontiguousarray(flat), base
 
 
 def as_cupy(x):
     import cupy as cp
+
     flat, base = _span(x)
     buf = cp.asarray(flat)
     return cp.ndarray(x.shape, x.dtype, memptr=buf.data + base * x.itemsize, strides=x.strides)
@@ -35,10 +39,10 @@ def as_cupy(x):
 
 def as_torch(x):
     import torch
+
     flat, base = _span(x)
     # np.array: a writable copy (torch warns about read-only NumPy arrays).
-    buf = torch.as_tensor(np.array(flat.view(np.uint8) if x.dtype == bool else flat),
-                          device="cuda")
+    buf = torch.as_tensor(np.array(flat.view(np.uint8) if x.dtype == bool else flat), device="cuda")
     if x.dtype == bool:
         buf = buf.view(torch.bool)
     return torch.as_strided(buf, x.shape, [s // x.itemsize for s in x.strides], base)
@@ -46,6 +50,7 @@ def as_torch(x):
 
 def _host(a):
     from dmlnumba import target_cuda
+
     return np.ascontiguousarray(target_cuda.to_host(a))
 
 
@@ -60,12 +65,15 @@ def _check_library(got, d):
     lib = _library_of(d)
     if lib == "torch":
         import torch
+
         assert type(got) is torch.Tensor and got.device == d.device, (type(got), got.device)
     elif lib == "cupy":
         import cupy
+
         assert type(got) is cupy.ndarray and got.device == d.device
     else:
         from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
         assert isinstance(got, DeviceNDArray), type(got)
 
 
@@ -82,6 +90,7 @@ def _frameworks(data, dtypes):
         x = data.draw(arrays(dtypes=dtypes))
         return x, as_cupy(x)
     from numba import cuda
+
     x = data.draw(arrays(dtypes=dtypes)).copy()  # numba device arrays: plain C order
     return x, cuda.to_device(x)
 
@@ -117,6 +126,7 @@ def test_argwhere_on_framework_arrays(data):
 
 def test_numpy_sent_to_the_gpu_gives_numba_arrays():
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
     x = np.array([[0, 1.5], [-0.0, np.nan]], np.float32)
     count, coords = dmlnumba.nonzero_coordinates(x, device="cuda")
     assert isinstance(count, DeviceNDArray) and isinstance(coords, DeviceNDArray)
@@ -151,11 +161,15 @@ def test_torch_tensors_out_for_torch_tensors_in_on_both_devices():
 def _spin_kernel():
     """A CuPy kernel that keeps its stream busy for about ``ns`` nanoseconds."""
     import cupy
-    return cupy.RawKernel(r"""
+
+    return cupy.RawKernel(
+        r"""
     extern "C" __global__ void spin(long long ns) {
         long long t0 = clock64();
         while (clock64() - t0 < ns) { }
-    }""", "spin")
+    }""",
+        "spin",
+    )
 
 
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
@@ -195,7 +209,7 @@ def test_calls_are_ordered_on_the_callers_stream(lib, explicit):
     side.synchronize()
     expect = np.argwhere(want)
     assert int(_host(count).astype(np.int64)[0]) == len(expect)
-    np.testing.assert_array_equal(_host(coords)[:len(expect)], expect)
+    np.testing.assert_array_equal(_host(coords)[: len(expect)], expect)
     np.testing.assert_array_equal(_host(arg), expect)
     np.testing.assert_array_equal(_host(window), want[::-1])
 
@@ -221,8 +235,10 @@ def test_repeated_default_calls_read_each_input(lib):
     """Repeated calls of one layout take the cached path: each reads its own input
     and gets its own outputs."""
     rng = np.random.default_rng(5)
-    hosts = [np.where(rng.random((3, 40, 7)) < p, rng.standard_normal((3, 40, 7)), 0)
-             .astype(np.float32) for p in (0.1, 0.9, 0.0, 0.5)]
+    hosts = [
+        np.where(rng.random((3, 40, 7)) < p, rng.standard_normal((3, 40, 7)), 0).astype(np.float32)
+        for p in (0.1, 0.9, 0.0, 0.5)
+    ]
     if lib == "torch":
         torch = pytest.importorskip("torch")
         devs = [torch.as_tensor(h, device="cuda") for h in hosts]
@@ -230,12 +246,14 @@ def test_repeated_default_calls_read_each_input(lib):
         cupy = pytest.importorskip("cupy")
         devs = [cupy.asarray(h) for h in hosts]
     w = dmlnumba.window(hosts[0].shape, np.s_[1:, ::-3, ::2])
-    results = [(dmlnumba.nonzero_coordinates(d), dmlnumba.slice1(d, *w), dmlnumba.argwhere(d))
-               for d in devs * 2]
+    results = [
+        (dmlnumba.nonzero_coordinates(d), dmlnumba.slice1(d, *w), dmlnumba.argwhere(d))
+        for d in devs * 2
+    ]
     for h, ((count, coords), window, arg) in zip(hosts * 2, results):
         want = np.argwhere(h)
         assert int(_host(count).astype(np.int64)[0]) == len(want)
-        np.testing.assert_array_equal(_host(coords)[:len(want)], want)
+        np.testing.assert_array_equal(_host(coords)[: len(want)], want)
         np.testing.assert_array_equal(_host(arg).reshape(-1, 3), want)
         np.testing.assert_array_equal(_host(window), h[1:, ::-3, ::2])
         _check_library(window, devs[0])

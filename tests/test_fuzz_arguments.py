@@ -18,22 +18,58 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import dmlnumba
+
 from devices import CUDA
 
-DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64",
-          "uint32", "uint16", "uint8", "bool", "complex64", "object", ">f4", "U2"]
+DTYPES = [
+    "float64",
+    "float32",
+    "float16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
+    "bool",
+    "complex64",
+    "object",
+    ">f4",
+    "U2",
+]
 
-ODD_VALUES = [None, True, False, np.bool_(True), 1.0, math.nan, math.inf, "1", b"1", 2**70,
-              -2**70, 2**63, np.int8(1), np.uint64(2**63), np.float32(1.0), object(), [1], {},
-              set()]
+ODD_VALUES = [
+    None,
+    True,
+    False,
+    np.bool_(True),
+    1.0,
+    math.nan,
+    math.inf,
+    "1",
+    b"1",
+    2**70,
+    -(2**70),
+    2**63,
+    np.int8(1),
+    np.uint64(2**63),
+    np.float32(1.0),
+    object(),
+    [1],
+    {},
+    set(),
+]
 
 
 @st.composite
 def arrays(draw, max_dims=4, max_side=4):
     """A small array of a drawn dtype in a drawn layout (possibly a subclass)."""
     ndim = draw(st.integers(0 if draw(st.booleans()) else 1, max_dims))
-    shape = tuple(draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, max_side))
-                  for _ in range(ndim))
+    shape = tuple(
+        draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, max_side)) for _ in range(ndim)
+    )
     dtype = draw(st.sampled_from(DTYPES))
     n = int(np.prod(shape))
     seed = draw(st.integers(0, 2**32 - 1))
@@ -51,7 +87,8 @@ def arrays(draw, max_dims=4, max_side=4):
         a = np.asfortranarray(a)
     elif layout == "reversed" and ndim:
         a = np.ascontiguousarray(a[(slice(None, None, -1),) * ndim])[
-            (slice(None, None, -1),) * ndim]
+            (slice(None, None, -1),) * ndim
+        ]
     elif layout == "strided" and ndim:
         big = np.zeros(tuple(2 * s for s in shape), a.dtype)
         big[(slice(None, None, 2),) * ndim] = a
@@ -60,8 +97,9 @@ def arrays(draw, max_dims=4, max_side=4):
         a = np.ascontiguousarray(a.transpose()).transpose()
     elif layout == "broadcast" and ndim:
         a = np.broadcast_to(a[(slice(0, 1),) + (slice(None),) * (ndim - 1)], shape)
-    kind = draw(st.sampled_from(["ndarray"] * 6 + ["matrix", "masked", "recarray", "list",
-                                                   "scalar"]))
+    kind = draw(
+        st.sampled_from(["ndarray"] * 6 + ["matrix", "masked", "recarray", "list", "scalar"])
+    )
     if kind == "matrix" and ndim == 2:
         return a.view(np.matrix)
     if kind == "masked":
@@ -93,8 +131,12 @@ def _int_params(draw, shape, name):
         base[draw(st.integers(0, ndim - 1))] = draw(st.sampled_from(ODD_VALUES + [0, -1]))
     elif mutation == "length":
         base = base[:-1] if base and draw(st.booleans()) else base + [0]
-    container = draw(st.sampled_from(["tuple"] * 4 + ["list", "ndarray", "range-like", "dict",
-                                                      "set", "generator", "None", "int"]))
+    container = draw(
+        st.sampled_from(
+            ["tuple"] * 4
+            + ["list", "ndarray", "range-like", "dict", "set", "generator", "None", "int"]
+        )
+    )
     if mutation != "container" and container in ("dict", "set", "generator", "None", "int"):
         container = "tuple"
     if container == "list":
@@ -107,8 +149,11 @@ def _int_params(draw, shape, name):
     if container == "dict":
         return {i: v for i, v in enumerate(base)}
     if container == "set":
-        return set(base) if all(isinstance(v, (int, float, str, bytes, type(None))) for v in base) \
+        return (
+            set(base)
+            if all(isinstance(v, (int, float, str, bytes, type(None))) for v in base)
             else frozenset()
+        )
     if container == "generator":
         return (v for v in base)
     if container == "None":
@@ -154,8 +199,9 @@ def _unchanged(o, snap):
     return _bits(now).tobytes() == _bits(snap).tobytes()
 
 
-DEVICES = st.sampled_from([None] * 8 + ["cpu", "CPU", "cuda", "cuda:0", "cuda:99", "cuda:٣",
-                                         "tpu", 0, b"cpu"])
+DEVICES = st.sampled_from(
+    [None] * 8 + ["cpu", "CPU", "cuda", "cuda:0", "cuda:99", "cuda:٣", "tpu", 0, b"cpu"]
+)
 
 
 def _expected_window(x, off, siz, stp, outs):
@@ -179,8 +225,21 @@ def test_slice1_argument_surface(data):
     if outs == "param":
         outs = _int_params(draw, shape, "output_sizes")
     device = draw(DEVICES)
-    out_kind = draw(st.sampled_from(["none"] * 3 + ["right", "matrix", "wrong-dtype", "readonly",
-                                                    "aliased", "broadcast", "list", "masked"]))
+    out_kind = draw(
+        st.sampled_from(
+            ["none"] * 3
+            + [
+                "right",
+                "matrix",
+                "wrong-dtype",
+                "readonly",
+                "aliased",
+                "broadcast",
+                "list",
+                "masked",
+            ]
+        )
+    )
     out = None
     xi = np.asarray(x) if isinstance(x, np.ndarray) else None
     oi, si, ti = _as_ints(off), _as_ints(siz), _as_ints(stp)
@@ -202,19 +261,29 @@ def test_slice1_argument_surface(data):
         elif out_kind == "readonly":
             out = np.full(wshape, 3, want.dtype)
             out.flags.writeable = False
-        elif out_kind == "aliased" and xi.flags.writeable and xi.size >= want.size and \
-                xi.dtype == want.dtype and xi.flags.c_contiguous:
-            out = xi.reshape(-1)[:want.size].reshape(wshape)
+        elif (
+            out_kind == "aliased"
+            and xi.flags.writeable
+            and xi.size >= want.size
+            and xi.dtype == want.dtype
+            and xi.flags.c_contiguous
+        ):
+            out = xi.reshape(-1)[: want.size].reshape(wshape)
         elif out_kind == "broadcast" and want.size > 1:
-            out = np.lib.stride_tricks.as_strided(np.full(1, 3, want.dtype), wshape,
-                                                  (0,) * len(wshape))
+            out = np.lib.stride_tricks.as_strided(
+                np.full(1, 3, want.dtype), wshape, (0,) * len(wshape)
+            )
         elif out_kind == "list":
             out = np.full(wshape, 3, want.dtype).tolist()
         elif out_kind == "masked":
             out = np.ma.masked_array(np.full(wshape, 3, want.dtype))
     snap = _snapshot(out)
-    aliased = out is not None and xi is not None and isinstance(out, np.ndarray) and \
-        np.shares_memory(out, xi)
+    aliased = (
+        out is not None
+        and xi is not None
+        and isinstance(out, np.ndarray)
+        and np.shares_memory(out, xi)
+    )
     want_bits = None if want is None else np.array(_bits(want), copy=True)
     try:
         r = dmlnumba.slice1(x, off, siz, stp, outs, out=out, device=device)
@@ -238,17 +307,38 @@ def test_nonzero_argument_surface(data):
     draw = data.draw
     x = draw(arrays())
     width = draw(st.one_of(st.none(), st.integers(-1, 5), st.sampled_from(ODD_VALUES)))
-    dtype = draw(st.sampled_from([np.uint32, np.uint64, np.int64, "uint32", "int64",
-                                  np.float32, np.int32, "nonsense", None, [], 3]))
+    dtype = draw(
+        st.sampled_from(
+            [
+                np.uint32,
+                np.uint64,
+                np.int64,
+                "uint32",
+                "int64",
+                np.float32,
+                np.int32,
+                "nonsense",
+                None,
+                [],
+                3,
+            ]
+        )
+    )
     device = draw(DEVICES)
     xi = np.asarray(x) if isinstance(x, np.ndarray) else None
     ok_width = None
     if xi is not None and 1 <= xi.ndim <= 8:
         ok_width = xi.ndim if width is None else width
-    count_kind = draw(st.sampled_from(["none"] * 3 + ["right", "2d", "wrong", "readonly",
-                                                      "inside-coords", "list"]))
-    coords_kind = draw(st.sampled_from(["none"] * 3 + ["right", "padded", "short", "matrix",
-                                                       "aliased", "readonly"]))
+    count_kind = draw(
+        st.sampled_from(
+            ["none"] * 3 + ["right", "2d", "wrong", "readonly", "inside-coords", "list"]
+        )
+    )
+    coords_kind = draw(
+        st.sampled_from(
+            ["none"] * 3 + ["right", "padded", "short", "matrix", "aliased", "readonly"]
+        )
+    )
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -256,8 +346,11 @@ def test_nonzero_argument_surface(data):
     if dt not in (np.uint32, np.uint64, np.int64):
         dt = np.dtype(np.uint32)
     n = xi.size if xi is not None else 4
-    w = ok_width if isinstance(ok_width, int) and not isinstance(ok_width, bool) and \
-        0 <= ok_width <= 8 else 1
+    w = (
+        ok_width
+        if isinstance(ok_width, int) and not isinstance(ok_width, bool) and 0 <= ok_width <= 8
+        else 1
+    )
     backing = np.full(n * w + 8, 77, dt)
     out_count = out_coordinates = None
     if count_kind == "right":
@@ -274,27 +367,40 @@ def test_nonzero_argument_surface(data):
     elif count_kind == "list":
         out_count = [0]
     if coords_kind == "right":
-        out_coordinates = backing[:n * w].reshape(n, w)
+        out_coordinates = backing[: n * w].reshape(n, w)
     elif coords_kind == "padded":
         out_coordinates = np.full((1, 1, n + 2, w), 77, dt)
     elif coords_kind == "short" and n:
         out_coordinates = np.full((n - 1, w), 77, dt)
     elif coords_kind == "matrix":
-        out_coordinates = backing[:n * w].reshape(n, w).view(np.matrix)
-    elif coords_kind == "aliased" and xi is not None and xi.dtype == dt and \
-            xi.flags.c_contiguous and xi.flags.writeable and xi.size >= n * w and w:
-        out_coordinates = xi.reshape(-1)[:n * w].reshape(n, w)
+        out_coordinates = backing[: n * w].reshape(n, w).view(np.matrix)
+    elif (
+        coords_kind == "aliased"
+        and xi is not None
+        and xi.dtype == dt
+        and xi.flags.c_contiguous
+        and xi.flags.writeable
+        and xi.size >= n * w
+        and w
+    ):
+        out_coordinates = xi.reshape(-1)[: n * w].reshape(n, w)
     elif coords_kind == "readonly":
         out_coordinates = np.full((n, w), 77, dt)
         out_coordinates.flags.writeable = False
     snaps = [_snapshot(o) for o in (out_count, out_coordinates)]
-    aliased = xi is not None and any(isinstance(o, np.ndarray) and np.shares_memory(o, xi)
-                                     for o in (out_count, out_coordinates))
+    aliased = xi is not None and any(
+        isinstance(o, np.ndarray) and np.shares_memory(o, xi) for o in (out_count, out_coordinates)
+    )
     ref = None if xi is None or xi.dtype.kind not in "fiub" else np.argwhere(xi)
     try:
         count, coords = dmlnumba.nonzero_coordinates(
-            x, width, dtype=dtype, out_count=out_count, out_coordinates=out_coordinates,
-            device=device)
+            x,
+            width,
+            dtype=dtype,
+            out_count=out_count,
+            out_coordinates=out_coordinates,
+            device=device,
+        )
     except (ValueError, TypeError) as e:
         event(f"nonzero raised {type(e).__name__}")
         if not aliased:
@@ -310,7 +416,7 @@ def test_nonzero_argument_surface(data):
     got = c.reshape(c.shape[-2], c.shape[-1])[:k]
     wid = got.shape[1]
     assert xi.ndim - wid >= 0
-    np.testing.assert_array_equal(got, ref[:, xi.ndim - wid:])
+    np.testing.assert_array_equal(got, ref[:, xi.ndim - wid :])
     if out_count is not None:
         assert count is out_count
     if out_coordinates is not None:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from dmlnumba import indexmath as im
 from dmlnumba import layout
+
 from strategies import LAYOUTS, make_layout, shapes
 
 
@@ -41,6 +42,7 @@ def test_offset_is_dot_product():
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_is_nonzero_on_float_bits(dtype):
     from dmlnumba.validation import nonzero_mask, uint_of_size
+
     dt = np.dtype(dtype)
     mask = nonzero_mask(dt)
     vals = np.array([0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1.0, -2.0], dt)
@@ -52,6 +54,7 @@ def test_is_nonzero_on_float_bits(dtype):
 @pytest.mark.parametrize("dtype", ["int8", "uint64", "bool", "int64"])
 def test_is_nonzero_on_integer_bits(dtype):
     from dmlnumba.validation import nonzero_mask
+
     dt = np.dtype(dtype)
     mask = nonzero_mask(dt)
     assert im.is_nonzero(0, mask) is False
@@ -75,8 +78,11 @@ def test_block_bounds_cover_the_range():
     assert got == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
 
 
-@given(shape=shapes(max_dims=6, max_side=5, max_size=500), layout_name=st.sampled_from(LAYOUTS),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    shape=shapes(max_dims=6, max_side=5, max_size=500),
+    layout_name=st.sampled_from(LAYOUTS),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_extent_spans_exactly_the_array(shape, layout_name, seed):
     rng = np.random.default_rng(seed)
     a = make_layout(rng, np.arange(int(np.prod(shape)), dtype=np.int32), shape, layout_name)
@@ -106,15 +112,19 @@ def test_slice_geometry_is_the_same_copy(shape, data):
     for n in shape:
         t = data.draw(st.integers(1, 3)) * data.draw(st.sampled_from([1, -1]))
         m = data.draw(st.integers(1, max(1, n // abs(t))))
-        a = data.draw(st.integers(0, n - 1 - (m - 1) * abs(t))) if t > 0 else \
-            data.draw(st.integers((m - 1) * abs(t), n - 1))
+        a = (
+            data.draw(st.integers(0, n - 1 - (m - 1) * abs(t)))
+            if t > 0
+            else data.draw(st.integers((m - 1) * abs(t), n - 1))
+        )
         starts.append(a)
         steps.append(t)
         outs.append(m)
     src = np.arange(int(np.prod(shape))).reshape(shape)
     want = src[np.ix_(*[a + t * np.arange(m) for a, t, m in zip(starts, steps, outs)])]
-    geom, off = layout.slice_geometry(outs, starts, steps, layout.c_strides(tuple(shape)),
-                                      layout.c_strides(tuple(outs)))
+    geom, off = layout.slice_geometry(
+        outs, starts, steps, layout.c_strides(tuple(shape)), layout.c_strides(tuple(outs))
+    )
     assert geom.shape[0] == 3 and 1 <= geom.shape[1] <= len(shape)
     got = _simulate_copy(geom, off, src.reshape(-1), want.size)
     assert got == want.reshape(-1).tolist()

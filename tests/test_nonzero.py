@@ -4,16 +4,19 @@ import contextlib
 
 import numpy as np
 import pytest
+from conftest import tiny_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
 import dmlnumba
-from conftest import tiny_blocks
-from devices import DEVICES, device_view, needs_real_gpu, skip_on_cudasim, to_device, to_host
-from strategies import NONZERO_DTYPES, arrays, check_written, fill, odd_out
 from dmlnumba.validation import effective_rank
 
-SPEC_INPUT = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(1, 1, 2, 4)
+from devices import DEVICES, device_view, needs_real_gpu, skip_on_cudasim, to_device, to_host
+from strategies import NONZERO_DTYPES, arrays, check_written, fill, odd_out
+
+SPEC_INPUT = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(
+    1, 1, 2, 4
+)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -36,7 +39,7 @@ def test_spec_ordering_example(device):
 
 def _expected(x, width):
     want = np.argwhere(x)
-    return want[:, x.ndim - width:]
+    return want[:, x.ndim - width :]
 
 
 def _assert_matches_argwhere(x, count, coords):
@@ -57,14 +60,15 @@ def test_random_inputs_match_numpy(device, data):
     dtype = data.draw(st.sampled_from([np.uint32, np.uint64, np.int64]))
     ctx = tiny_blocks() if data.draw(st.booleans()) else contextlib.nullcontext()
     with ctx:
-        count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), width, dtype=dtype,
-                                                     device=device)
+        count, coords = dmlnumba.nonzero_coordinates(
+            to_device(x, device), width, dtype=dtype, device=device
+        )
     count, coords = to_host(count), to_host(coords)
     want = _expected(x, width)
     assert count.shape == (1,) and count.dtype == dtype
     assert coords.shape == (x.size, width) and coords.dtype == dtype
     assert int(count[0]) == len(want)
-    np.testing.assert_array_equal(coords[:len(want)], want)
+    np.testing.assert_array_equal(coords[: len(want)], want)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -87,9 +91,14 @@ def test_outputs_with_odd_strides_and_padded_shapes(device, data):
     on = nview(nbuf) if device == "cpu" else device_view(dn, nview, nbuf)
     ctx = tiny_blocks() if data.draw(st.booleans()) else contextlib.nullcontext()
     with ctx:
-        count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), width, dtype=dtype,
-                                                     out_count=on, out_coordinates=oc,
-                                                     device=device)
+        count, coords = dmlnumba.nonzero_coordinates(
+            to_device(x, device),
+            width,
+            dtype=dtype,
+            out_count=on,
+            out_coordinates=oc,
+            device=device,
+        )
     assert count is on and coords is oc
     n = len(want)
     got_n = to_host(dn).reshape(-1)[0]
@@ -126,17 +135,18 @@ def test_large_multiblock(device, density):
 
 @skip_on_cudasim
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shape,dtype", [((1 << 21,), np.float32), ((3500, 601), np.int8),
-                                         ((700, 3001), np.float16)])
+@pytest.mark.parametrize(
+    "shape,dtype", [((1 << 21,), np.float32), ((3500, 601), np.int8), ((700, 3001), np.float16)]
+)
 @pytest.mark.parametrize("density", [0.01, 0.5, 0.99])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density, reverse,
-                                             monkeypatch):
+def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density, reverse, monkeypatch):
     """Inputs big enough that each GPU lane takes many steps (128 here): 16-byte
     loads four at a time (contiguous inputs), or the eight- and four-step paths (a
     reversed view), with rows that wrap inside them (601 and 3001 are not
     multiples of 32)."""
     from dmlnumba import config
+
     monkeypatch.setattr(config, "CUDA_NONZERO_TILES", 64)
     rng = np.random.default_rng(11)
     x = fill(rng, dtype, int(np.prod(shape)), density).reshape(shape)
@@ -173,36 +183,44 @@ def test_more_than_2_to_the_31_elements_on_the_gpu():
     """uint8 input of 2**31 + 2**20 + 3 elements, non-zeros also past 2**31: exact
     count and positions (64-bit indexing)."""
     from numba import cuda
+
     n = (1 << 31) + (1 << 20) + 3
     where = np.array([0, 12345, (1 << 31) - 1, 1 << 31, (1 << 31) + 7, n - 1], np.int64)
     x = cuda.device_array(n, np.uint8)
     from numba.cuda.cudadrv.driver import device_memset
+
     device_memset(x, 0, n)
     for i in where:
         x[int(i)] = 1 + int(i) % 200
     count, coords = dmlnumba.nonzero_coordinates(x)
     assert int(count.copy_to_host()[0]) == len(where)
-    got = coords[:len(where)].copy_to_host()[:, 0]
+    got = coords[: len(where)].copy_to_host()[:, 0]
     np.testing.assert_array_equal(got.astype(np.int64), where)
     # The same through a 2-d view: coordinates (row, column).
     x2 = x.reshape(3, n // 3)
     count, coords = dmlnumba.nonzero_coordinates(x2)
-    np.testing.assert_array_equal(coords[:len(where)].copy_to_host().astype(np.int64),
-                                  np.stack([where // (n // 3), where % (n // 3)], 1))
+    np.testing.assert_array_equal(
+        coords[: len(where)].copy_to_host().astype(np.int64),
+        np.stack([where // (n // 3), where % (n // 3)], 1),
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_numpy_input_with_explicit_device(device):
     """NumPy inputs with device="cuda" are copied there first, whatever their strides
     (a reversed size-1 dimension included)."""
-    for x in (np.array([5.0, 0.0, -1.0])[::-1], np.array([5.0])[::-1],
-              np.arange(12, dtype=np.int16).reshape(3, 4)[::-1, ::2]):
+    for x in (
+        np.array([5.0, 0.0, -1.0])[::-1],
+        np.array([5.0])[::-1],
+        np.arange(12, dtype=np.int16).reshape(3, 4)[::-1, ::2],
+    ):
         count, coords = dmlnumba.nonzero_coordinates(x, device=device)
         n = int(to_host(count)[0])
         np.testing.assert_array_equal(to_host(coords)[:n], np.argwhere(x))
         w = dmlnumba.window(x.shape, (slice(None, None, -1),) * x.ndim)
-        np.testing.assert_array_equal(to_host(dmlnumba.slice1(x, *w, device=device)),
-                                      x[(slice(None, None, -1),) * x.ndim])
+        np.testing.assert_array_equal(
+            to_host(dmlnumba.slice1(x, *w, device=device)), x[(slice(None, None, -1),) * x.ndim]
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -227,14 +245,17 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
     element, with a partial vector at the end); one moved by an element (``shift``)
     is not aligned and is read element by element."""
     from dmlnumba import config
+
     monkeypatch.setattr(config, "CUDA_THREADS", 32)
     monkeypatch.setattr(config, "CUDA_NONZERO_ITEMS", 72)
     monkeypatch.setattr(config, "CUDA_NONZERO_TILES", 1)  # 72 steps a lane, not fewer
     rng = np.random.default_rng(5)
     n = 32 * 72 + 45  # a full tile, then a partial one
     buf = fill(rng, dtype, n + 1, 0.3)
+
     def view_of(b):
-        return b[shift:shift + n].reshape(-1, 3)
+        return b[shift : shift + n].reshape(-1, 3)
+
     x = view_of(buf)
     dx = x if device == "cpu" else device_view(to_device(buf, device), view_of, buf)
     count, coords = dmlnumba.nonzero_coordinates(dx, device=device)
@@ -262,8 +283,9 @@ def test_max_count_bounds_the_rows_and_keeps_the_true_count(device, density, sha
     m = n // 2
     buf = np.full((m + 2, x.ndim), 77, np.uint32)
     out = to_device(buf, device)
-    count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), max_count=m,
-                                                 out_coordinates=out)
+    count, coords = dmlnumba.nonzero_coordinates(
+        to_device(x, device), max_count=m, out_coordinates=out
+    )
     got = to_host(coords)
     assert int(to_host(count)[0]) == n
     np.testing.assert_array_equal(got[:m], ref[:m])
@@ -272,10 +294,14 @@ def test_max_count_bounds_the_rows_and_keeps_the_true_count(device, density, sha
 
 def test_max_count_argument_errors():
     x = np.ones(4, np.float32)
-    for bad, exc in [(-1, ValueError), (True, TypeError), (1.5, TypeError), ("2", TypeError),
-                     (2**32, ValueError)]:
+    for bad, exc in [
+        (-1, ValueError),
+        (True, TypeError),
+        (1.5, TypeError),
+        ("2", TypeError),
+        (2**32, ValueError),
+    ]:
         with pytest.raises(exc, match=r"max_count"):
             dmlnumba.nonzero_coordinates(x, max_count=bad)
     with pytest.raises(ValueError, match=r"out_coordinates has 2 rows, too few"):
-        dmlnumba.nonzero_coordinates(x, max_count=3,
-                                     out_coordinates=np.zeros((2, 1), np.uint32))
+        dmlnumba.nonzero_coordinates(x, max_count=3, out_coordinates=np.zeros((2, 1), np.uint32))

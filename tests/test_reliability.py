@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import dmlnumba
+
 from devices import CUDA, DEVICES, SIM, device_view, to_device, to_host
 
 X = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
@@ -20,11 +21,17 @@ def _python(code, env=None, timeout=600):
     """Run ``code`` in a fresh interpreter; return its CompletedProcess."""
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=e)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=e,
+    )
 
 
 # ---------------------------------------------------------------- 1. subclasses
+
 
 def test_matrix_out_is_written_in_place_and_nothing_past_it():
     # Was: 9s everywhere and 30 elements written past the buffer (heap corruption).
@@ -67,11 +74,13 @@ def test_masked_arrays_are_refused_with_the_parameter_named(where):
             dmlnumba.slice1(X, (0, 0), (3, 4), (1, 1), out=out)
         else:
             dmlnumba.nonzero_coordinates(
-                X, out_coordinates=np.ma.masked_array(np.zeros((12, 2), np.uint32)))
+                X, out_coordinates=np.ma.masked_array(np.zeros((12, 2), np.uint32))
+            )
     assert (out.data == 0).all()
 
 
 # ---------------------------------------------------------------- 2. aliasing
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_out_coordinates_overlapping_the_input(device):
@@ -114,8 +123,9 @@ def test_out_count_overlapping_out_coordinates_is_refused(device):
         oc = device_view(d, lambda b: b[:8].reshape(4, 2), buf)
     with pytest.raises(ValueError, match=r"out_count and out_coordinates overlap"):
         x = np.ones((2, 2), np.float32)
-        dmlnumba.nonzero_coordinates(x if device == "cpu" else to_device(x, device),
-                                     out_count=cnt, out_coordinates=oc)
+        dmlnumba.nonzero_coordinates(
+            x if device == "cpu" else to_device(x, device), out_count=cnt, out_coordinates=oc
+        )
     assert (to_host(to_device(buf, "cpu")) == 77).all()
 
 
@@ -123,7 +133,7 @@ def test_out_count_overlapping_out_coordinates_is_refused(device):
 def test_out_count_beside_out_coordinates_is_accepted(device):
     # Interleaved but disjoint: count in the gap after each coordinate row.
     buf = np.full(12, 77, np.uint32)
-    view_c = lambda b: b[2:3]                                              # noqa: E731
+    view_c = lambda b: b[2:3]  # noqa: E731
     view_x = lambda b: np.lib.stride_tricks.as_strided(b, (4, 1), (12, 4))  # noqa: E731
     x = np.array([0, 3, 0, 5], np.float32)
     if device == "cpu":
@@ -169,33 +179,39 @@ def test_interleaved_out_that_does_not_overlap_is_accepted(device):
     np.testing.assert_array_equal(to_host(r), np.arange(6).reshape(2, 3))
 
 
-@pytest.mark.parametrize("shape,strides,isz,overlaps", [
-    ((2, 3), (12, 8), 4, False),
-    ((2, 3), (12, 4), 4, False),    # 0, 4, 8 then 12, 16, 20
-    ((2, 3), (8, 4), 4, True),      # 0, 4, 8 then 8, 12, 16
-    ((3, 3), (8, 4), 4, True),
-    ((4, 2, 3), (0, 12, 4), 4, True),
-    ((5,), (0,), 4, True),
-    ((1, 5), (0, 4), 4, False),
-    ((3, 4), (16, 4), 4, False),
-    ((3, 4), (-16, -4), 4, False),
-    ((3, 4), (4, 16), 4, False),
-    ((2, 2), (6, 4), 4, True),      # 0, 4, 6, 10: the 4-byte elements at 4 and 6 collide
-    ((2, 2), (8, 3), 2, False),     # 0, 3, 8, 11 with 2-byte elements
-    ((0, 3), (0, 0), 4, False),
-    ((100000, 100000), (4, 4), 4, True),
-])
+@pytest.mark.parametrize(
+    "shape,strides,isz,overlaps",
+    [
+        ((2, 3), (12, 8), 4, False),
+        ((2, 3), (12, 4), 4, False),  # 0, 4, 8 then 12, 16, 20
+        ((2, 3), (8, 4), 4, True),  # 0, 4, 8 then 8, 12, 16
+        ((3, 3), (8, 4), 4, True),
+        ((4, 2, 3), (0, 12, 4), 4, True),
+        ((5,), (0,), 4, True),
+        ((1, 5), (0, 4), 4, False),
+        ((3, 4), (16, 4), 4, False),
+        ((3, 4), (-16, -4), 4, False),
+        ((3, 4), (4, 16), 4, False),
+        ((2, 2), (6, 4), 4, True),  # 0, 4, 6, 10: the 4-byte elements at 4 and 6 collide
+        ((2, 2), (8, 3), 2, False),  # 0, 3, 8, 11 with 2-byte elements
+        ((0, 3), (0, 0), 4, False),
+        ((100000, 100000), (4, 4), 4, True),
+    ],
+)
 def test_self_overlap_is_exact(shape, strides, isz, overlaps):
     from dmlnumba.validation import self_overlaps
+
     assert self_overlaps(shape, strides, isz) is overlaps
 
 
 # ---------------------------------------------------------------- 3. fork
 
+
 def test_fork_pool_after_a_parallel_call():
     # Was: workers died ("fork() called from a process already using GNU OpenMP") and
     # Pool.map hung.
-    r = _python("""
+    r = _python(
+        """
         import multiprocessing as mp, numpy as np, dmlnumba
         x = np.ones((1200, 1000), np.float32)
         def f(i):
@@ -207,13 +223,16 @@ def test_fork_pool_after_a_parallel_call():
             print(len(dmlnumba.argwhere(x)))
             with mp.get_context("fork").Pool(2) as p:
                 print(p.map(f, range(4)))
-    """, timeout=300)
+    """,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:2] == ["1200000", str([(1200000, 1200000.0)] * 4)]
     assert "Terminating" not in r.stderr
 
 
 # ---------------------------------------------------------------- 4. environments
+
 
 def test_no_cache_location_compiles_in_memory_with_one_warning():
     # Was: every call raised "cannot cache function 'unravel': no locator available".
@@ -248,14 +267,15 @@ def test_truncated_cache_entries_are_recompiled(tmp_path):
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout == "[1, 3] [4, 3, 2, 1, 0]\n"
     assert "could not be read" in second.stderr
-    third = _python(code, env)   # the entries were written anew
+    third = _python(code, env)  # the entries were written anew
     assert third.returncode == 0 and third.stdout == first.stdout
     assert "could not be read" not in third.stderr
 
 
 def test_disable_jit_runs_every_path():
     # Was: multi-row slice1 failed (the prefetch intrinsic cannot run as Python).
-    r = _python("""
+    r = _python(
+        """
         import numpy as np, dmlnumba
         x = np.arange(3 * 40 * 50, dtype=np.float32).reshape(3, 40, 50)
         assert (dmlnumba.slice1(x, (0, 0, 0), (3, 40, 50), (1, -1, 2)) == x[:, ::-1, ::2]).all()
@@ -263,14 +283,17 @@ def test_disable_jit_runs_every_path():
         assert (dmlnumba.argwhere(x) == np.argwhere(x)).all()
         assert (dmlnumba.argwhere(x[:, ::-2]) == np.argwhere(x[:, ::-2])).all()
         print("ok")
-    """, {"NUMBA_DISABLE_JIT": "1"})
+    """,
+        {"NUMBA_DISABLE_JIT": "1"},
+    )
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5", "٣", ""])
 def test_bad_environment_values_name_the_variable(value):
     # Was: import failed, or ZeroDivisionError at the first call.
-    r = _python("""
+    r = _python(
+        """
         import numpy as np, dmlnumba
         for call in (lambda: dmlnumba.slice1(np.ones(3), (0,), (3,), (1,)),
                      lambda: dmlnumba.argwhere(np.ones(3))):
@@ -278,7 +301,9 @@ def test_bad_environment_values_name_the_variable(value):
                 call()
             except ValueError as e:
                 print(e)
-    """, {"DMLNUMBA_CPU_SLICE_CHUNK": value})
+    """,
+        {"DMLNUMBA_CPU_SLICE_CHUNK": value},
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 2
@@ -287,6 +312,7 @@ def test_bad_environment_values_name_the_variable(value):
 
 
 # ---------------------------------------------------------------- 5. CUDA unavailable
+
 
 def test_device_digits_are_ascii():
     with pytest.raises(ValueError, match=r"unknown device 'cuda:٣'"):
@@ -329,6 +355,7 @@ def test_nonexistent_cuda_device_index():
 def test_cuda_size_limit_is_checked_before_allocating():
     # Was: a MemoryError from allocating 2**40 rows, before the documented ValueError.
     from dmlnumba import target_cuda
+
     huge = np.broadcast_to(np.zeros(1, np.uint8), (1 << 20, 1 << 20))  # no memory behind it
     with pytest.raises(ValueError, match=r"counts at most"):
         dmlnumba.nonzero_coordinates(huge, dtype=np.uint64, device="cuda")
@@ -337,8 +364,10 @@ def test_cuda_size_limit_is_checked_before_allocating():
 
 # ---------------------------------------------------------------- 6. argument containers
 
-@pytest.mark.parametrize("offsets", [{0: 0, 1: 0}, {0, 1}, frozenset({0}), (i for i in (0, 0)),
-                                     iter([0, 0])])
+
+@pytest.mark.parametrize(
+    "offsets", [{0: 0, 1: 0}, {0, 1}, frozenset({0}), (i for i in (0, 0)), iter([0, 0])]
+)
 def test_unordered_containers_are_refused(offsets):
     out = np.full((3, 4), 5.0, np.float32)
     with pytest.raises(TypeError, match=r"slice1\(\): offsets must be a sequence of 2 integers"):
@@ -361,17 +390,18 @@ def test_argwhere_errors_name_argwhere():
 def test_window_with_a_huge_shape_is_a_value_error():
     with pytest.raises(ValueError, match=r"does not fit in int64"):
         dmlnumba.window((2**70,), slice(None))
-    assert dmlnumba.window((2**62,), slice(None, None, -1)) == (
-        (0,), (2**62,), (-1,), (2**62,))
+    assert dmlnumba.window((2**62,), slice(None, None, -1)) == ((0,), (2**62,), (-1,), (2**62,))
 
 
 # ---------------------------------------------------------------- 7. first use
+
 
 def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
     import logging
     import time
 
     from dmlnumba import compiling
+
     monkeypatch.setattr(compiling, "NOTICE_AFTER", 0.05)
     calls = []
 

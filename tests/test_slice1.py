@@ -4,37 +4,46 @@ import contextlib
 
 import numpy as np
 import pytest
+from conftest import tiny_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
 import dmlnumba
-from conftest import tiny_blocks
+
 from devices import DEVICES, device_view, skip_on_cudasim, to_device, to_host
-from strategies import (arrays, bits, check_written, odd_out, slice1_reference, windows)
+from strategies import arrays, bits, check_written, odd_out, slice1_reference, windows
 
 SPEC_INPUT = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_spec_example_positive_strides(device):
-    out = dmlnumba.slice1(to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, 2, 2),
-                          device=device)
+    out = dmlnumba.slice1(
+        to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, 2, 2), device=device
+    )
     np.testing.assert_array_equal(to_host(out), [[[[2, 4], [10, 12]]]])
     assert to_host(out).dtype == np.float32
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_spec_example_negative_stride(device):
-    out = dmlnumba.slice1(to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, -2, 2),
-                          device=device)
+    out = dmlnumba.slice1(
+        to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, -2, 2), device=device
+    )
     np.testing.assert_array_equal(to_host(out), [[[[14, 16], [6, 8]]]])
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_output_sizes_below_maximum(device):
     # max_copied = (1, 1, 2, 2); ask for one row only.
-    out = dmlnumba.slice1(to_device(SPEC_INPUT, device), (0, 0, 0, 1), (1, 1, 4, 3), (1, 1, -2, 2),
-                          (1, 1, 1, 2), device=device)
+    out = dmlnumba.slice1(
+        to_device(SPEC_INPUT, device),
+        (0, 0, 0, 1),
+        (1, 1, 4, 3),
+        (1, 1, -2, 2),
+        (1, 1, 1, 2),
+        device=device,
+    )
     np.testing.assert_array_equal(to_host(out), [[[[14, 16]]]])
 
 
@@ -83,22 +92,26 @@ def test_window_matches_numpy_basic_indexing(device, data):
         start = data.draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
         stop = data.draw(st.one_of(st.none(), st.integers(-n - 1, n + 1)))
         idx.append(slice(start, stop, step))
-    idx = tuple(idx[:data.draw(st.integers(0, len(idx)))])
+    idx = tuple(idx[: data.draw(st.integers(0, len(idx)))])
     want = x[idx]
     if want.size == 0:
         with pytest.raises(ValueError, match="selects no elements"):
             dmlnumba.window(x.shape, idx)
         return
-    got = to_host(dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx),
-                                  device=device))
+    got = to_host(
+        dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx), device=device)
+    )
     np.testing.assert_array_equal(bits(got), bits(want))
 
 
-@pytest.mark.parametrize("index,expected", [
-    (np.s_[:, ::-1, 3:250:2], ((0, 0, 3), (8, 64, 247), (1, -1, 2), (8, 64, 124))),
-    (np.s_[..., 1::3], ((0, 0, 1), (8, 64, 253), (1, 1, 3), (8, 64, 85))),
-    (np.s_[2], None),
-])
+@pytest.mark.parametrize(
+    "index,expected",
+    [
+        (np.s_[:, ::-1, 3:250:2], ((0, 0, 3), (8, 64, 247), (1, -1, 2), (8, 64, 124))),
+        (np.s_[..., 1::3], ((0, 0, 1), (8, 64, 253), (1, 1, 3), (8, 64, 85))),
+        (np.s_[2], None),
+    ],
+)
 def test_window_parameters(index, expected):
     if expected is None:
         with pytest.raises(TypeError, match="drops a dimension"):
@@ -120,17 +133,20 @@ def test_large_contiguous_and_reversed(device):
     # Large enough to take the multi-threaded path with the default block sizes.
     x = np.random.default_rng(1).standard_normal((64, 33, 129)).astype(np.float32)
     p = dmlnumba.window(x.shape, np.s_[:, ::-1, 3::2])
-    np.testing.assert_array_equal(to_host(dmlnumba.slice1(to_device(x, device), *p, device=device)),
-                                  x[:, ::-1, 3::2])
+    np.testing.assert_array_equal(
+        to_host(dmlnumba.slice1(to_device(x, device), *p, device=device)), x[:, ::-1, 3::2]
+    )
     p = dmlnumba.window(x.shape, np.s_[::-1, ::-1, ::-1])
-    np.testing.assert_array_equal(to_host(dmlnumba.slice1(to_device(x, device), *p, device=device)),
-                                  x[::-1, ::-1, ::-1])
+    np.testing.assert_array_equal(
+        to_host(dmlnumba.slice1(to_device(x, device), *p, device=device)), x[::-1, ::-1, ::-1]
+    )
 
 
 def test_parameters_as_numpy_integers_and_arrays():
     x = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
-    out = dmlnumba.slice1(x, np.array([0, 1, 0]), [np.int64(2), np.uint8(2), 4],
-                          (np.int32(1), 1, -3))
+    out = dmlnumba.slice1(
+        x, np.array([0, 1, 0]), [np.int64(2), np.uint8(2), 4], (np.int32(1), 1, -3)
+    )
     np.testing.assert_array_equal(out, x[:, 1:3, ::-3])
 
 
@@ -156,6 +172,7 @@ def test_contiguous_rows_copied_as_words(device, dtype, shift):
 
     def view_of(b):
         return b[shift:].reshape(want.shape)
+
     out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
     dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx), out=out, device=device)
     np.testing.assert_array_equal(to_host(dbuf)[shift:].reshape(want.shape), want)
@@ -174,14 +191,17 @@ def test_long_strided_rows(device, dtype, step, strided_out):
     x = (np.arange(3 * 11 * (n * abs(step) + 3)) % 253).astype(dtype)
     x = x.reshape(3, 11, n * abs(step) + 3)
     start = 1 if step > 0 else x.shape[2] - 2
-    idx = np.s_[::-1, 1::2, start:start + n * step:step]
+    idx = np.s_[::-1, 1::2, start : start + n * step : step]
     want = x[idx]
     assert want.shape == (3, 5, n)
     w = dmlnumba.window(x.shape, idx)
     if strided_out:
         buf = np.zeros(want.shape[:2] + (2 * n,), dtype)
-        out = buf[..., ::2] if device == "cpu" else device_view(
-            to_device(buf, device), lambda b: b[..., ::2], buf)
+        out = (
+            buf[..., ::2]
+            if device == "cpu"
+            else device_view(to_device(buf, device), lambda b: b[..., ::2], buf)
+        )
     else:
         out = to_device(np.zeros(want.shape, dtype), device)
     dmlnumba.slice1(to_device(x, device), *w, out=out, device=device)
@@ -198,6 +218,7 @@ def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypa
     """New outputs of at most CPU_SLICE_NUMPY_MAX elements take NumPy's view-and-copy
     (bit-exact: a byte copy); larger ones the kernel."""
     from dmlnumba import api, config, target_cpu
+
     calls = []
     real = target_cpu._copy
     monkeypatch.setattr(target_cpu, "_copy", lambda *a: (calls.append(a[-1]), real(*a)))

@@ -8,6 +8,12 @@ cache) on that target's first call.
 from .api import argwhere, nonzero_coordinates, slice1, window
 from .dispatch import DeviceUnavailableError
 
-__version__ = "0.2.0"
-__all__ = ["slice1", "nonzero_coordinates", "argwhere", "window", "DeviceUnavailableError",
-           "__version__"]
+__version__ = "0.3.0"
+__all__ = [
+    "slice1",
+    "nonzero_coordinates",
+    "argwhere",
+    "window",
+    "DeviceUnavailableError",
+    "__version__",
+]

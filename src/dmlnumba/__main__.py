@@ -27,8 +27,10 @@ def _best(fn, repeat=20):
 
 #: One input per specialisation: (operator, dtype, coordinate dtype or None).
 _CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")] + [
-    ("nonzero", t, c) for t in ("uint8", "uint16", "float32", "float64")
-    for c in ("uint32", "uint64")]
+    ("nonzero", t, c)
+    for t in ("uint8", "uint16", "float32", "float64")
+    for c in ("uint32", "uint64")
+]
 
 
 def _bar(done, total, label, stream):
@@ -83,13 +85,16 @@ def main(argv=None):
         p = argparse.ArgumentParser(
             prog="python -m dmlnumba compile",
             description="Compile every kernel for this machine ahead of time (into numba's "
-                        "cache), so that no later call waits for the compiler.")
+            "cache), so that no later call waits for the compiler.",
+        )
         p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
         args = p.parse_args(argv[1:])
         compile_all(args.device)
         return
     p = argparse.ArgumentParser(prog="python -m dmlnumba", description=__doc__)
-    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: where the input lives)")
+    p.add_argument(
+        "--device", default=None, help="cpu, cuda or cuda:N (default: where the input lives)"
+    )
     p.add_argument("--no-timing", action="store_true")
     args = p.parse_args(argv)
     dev = args.device
@@ -102,8 +107,10 @@ def main(argv=None):
         t0 = time.perf_counter()
         out = _host(dmlnumba.slice1(x, (0, 0, 0, 1), (1, 1, 4, 3), strides, device=dev))
         dt = time.perf_counter() - t0
-        print(f"\nslice1(offsets=(0, 0, 0, 1), sizes=(1, 1, 4, 3), strides={strides})"
-              f"  [first call {dt:.2f} s]")
+        print(
+            f"\nslice1(offsets=(0, 0, 0, 1), sizes=(1, 1, 4, 3), strides={strides})"
+            f"  [first call {dt:.2f} s]"
+        )
         print(out[0, 0])
 
     y = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(1, 1, 2, 4)
@@ -127,14 +134,18 @@ def main(argv=None):
     w = dmlnumba.window(big.shape, idx)
     t_np = _best(lambda: np.ascontiguousarray(big[idx]))
     t_dm = _best(lambda: dmlnumba.slice1(big, *w, device="cpu"))
-    print(f"  slice1 x[:, ::-1, 3:250:2, 1::3] of 8x64x256x256 float32: "
-          f"dmlnumba {t_dm * 1e3:.2f} ms, numpy {t_np * 1e3:.2f} ms, {t_np / t_dm:.2f}x")
+    print(
+        f"  slice1 x[:, ::-1, 3:250:2, 1::3] of 8x64x256x256 float32: "
+        f"dmlnumba {t_dm * 1e3:.2f} ms, numpy {t_np * 1e3:.2f} ms, {t_np / t_dm:.2f}x"
+    )
     z = rng.standard_normal((16, 1024, 1024)).astype(np.float32)
     z[rng.random(z.shape) >= 0.5] = 0
     t_np = _best(lambda: np.argwhere(z), 5)
     t_dm = _best(lambda: dmlnumba.nonzero_coordinates(z, device="cpu"), 5)
-    print(f"  nonzero 16x1024x1024 float32, 50% non-zero: "
-          f"dmlnumba {t_dm * 1e3:.1f} ms, numpy.argwhere {t_np * 1e3:.1f} ms, {t_np / t_dm:.2f}x")
+    print(
+        f"  nonzero 16x1024x1024 float32, 50% non-zero: "
+        f"dmlnumba {t_dm * 1e3:.1f} ms, numpy.argwhere {t_np * 1e3:.1f} ms, {t_np / t_dm:.2f}x"
+    )
     print("\nFull side-by-side tables: python -m dmlnumba.bench (see docs/PERFORMANCE.md)")
 
 

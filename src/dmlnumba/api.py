@@ -4,6 +4,9 @@ Every check of a call runs before any output is allocated or written, so an
 ``out=`` array is untouched when a call raises.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from . import target_cpu
@@ -16,7 +19,7 @@ from .window import window  # noqa: F401  (re-exported)
 #: (dtype, shape and strides of the input, and the parameters): a repeat of such
 #: a call skips validation and layout work.  Parameters are keys only when they
 #: are tuples of Python ints (so that 1.0 or True never stands for 1).
-_runners = {}
+_runners: dict[tuple, Any] = {}  # runner functions (nonzero ones carry .lib, .target)
 
 
 def _remember(key, run):
@@ -39,11 +42,15 @@ def _int_tuples(*params):
 def _no_outputs_for_dask(f, stream, **outs):
     for name, o in outs.items():
         if o is not None:
-            raise TypeError(f"{f}(): {name}= is not supported for dask arrays: the results are "
-                            f"new lazy dask arrays")
+            raise TypeError(
+                f"{f}(): {name}= is not supported for dask arrays: the results are "
+                f"new lazy dask arrays"
+            )
     if stream is not None:
-        raise ValueError(f"{f}(): stream= does not apply to dask arrays (each task runs on its "
-                         f"chunk's current stream)")
+        raise ValueError(
+            f"{f}(): stream= does not apply to dask arrays (each task runs on its "
+            f"chunk's current stream)"
+        )
 
 
 def _as_library(lib, target, a):
@@ -51,6 +58,7 @@ def _as_library(lib, target, a):
     same memory for PyTorch inputs (CUDA targets allocate in the library already)."""
     if lib == "torch" and target is target_cpu:
         import torch
+
         return torch.from_numpy(a)
     return a
 
@@ -72,8 +80,15 @@ def _fresh_key(input, device, stream):
     if lib == "torch":
         if not input.is_cuda:
             return None
-        return (tp, input.dtype, input.shape, input.stride(), input.get_device(),
-                input.requires_grad, input.layout)
+        return (
+            tp,
+            input.dtype,
+            input.shape,
+            input.stride(),
+            input.get_device(),
+            input.requires_grad,
+            input.layout,
+        )
     if lib == "cupy":
         return (tp, input.dtype, input.shape, input.strides, input.device.id)
     return None
@@ -112,8 +127,17 @@ def _check_out(target, out, dtype, shape, name, func):
     return o
 
 
-def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, device=None,
-           stream=None):
+def slice1(
+    input: Any,
+    offsets: Sequence[int],
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    output_sizes: Sequence[int] | None = None,
+    *,
+    out: Any = None,
+    device: str | None = None,
+    stream: Any = None,
+) -> Any:
     """DirectML SLICE1: a strided window of ``input``, copied bit for bit.
 
     For every output coordinate ``c``: ``output[c] = input[start + strides * c]``
@@ -142,6 +166,7 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
     f = "slice1"
     if is_dask(input):
         from . import chunked
+
         _no_outputs_for_dask(f, stream, out=out)
         return chunked.slice1(input, offsets, sizes, strides, output_sizes, device)
     lib = library(input)
@@ -151,23 +176,41 @@ def slice1(input, offsets, sizes, strides, output_sizes=None, *, out=None, devic
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
     v.check_strides(x, "input", f)
     if key is not None:
-        run = _runner_for(target, lambda: target_cpu.slice1_runner(x, starts, steps, out_shape),
-                          lambda: target.slice1_runner(x, starts, steps, out_shape, lib))
+        run = _runner_for(
+            target,
+            lambda: target_cpu.slice1_runner(x, starts, steps, out_shape),
+            lambda: target.slice1_runner(x, starts, steps, out_shape, lib),
+        )
         if run is not None:
             _remember(key, run)
             return run(x if target is target_cpu else input)
     if out is None:
         new = target.empty(out_shape, x.dtype, stream, x, lib)
-        target.slice1(x, starts, steps, target.describe(new, "out", f),
-                      target.call_stream(lib, stream, x), fresh=True)
+        target.slice1(
+            x,
+            starts,
+            steps,
+            target.describe(new, "out", f),
+            target.call_stream(lib, stream, x),
+            fresh=True,
+        )
         return _as_library(lib, target, new)
     o = _check_out(target, out, x.dtype, out_shape, "out", f)
     target.slice1(x, starts, steps, o, target.call_stream(lib, stream, x))
     return out
 
 
-def nonzero_coordinates(input, width=None, *, dtype=np.uint32, max_count=None, out_count=None,
-                        out_coordinates=None, device=None, stream=None):
+def nonzero_coordinates(
+    input: Any,
+    width: int | None = None,
+    *,
+    dtype: Any = np.uint32,
+    max_count: int | None = None,
+    out_count: Any = None,
+    out_coordinates: Any = None,
+    device: str | None = None,
+    stream: Any = None,
+) -> tuple[Any, Any]:
     """DirectML NONZERO_COORDINATES: the coordinates of the non-zero elements, in order.
 
     Returns ``(count, coordinates)``.  ``count`` is a 1-element array of
@@ -192,13 +235,13 @@ def nonzero_coordinates(input, width=None, *, dtype=np.uint32, max_count=None, o
     without a host synchronization.
     """
     if out_count is None and out_coordinates is None:  # a repeated call: its runner
-        key = _nonzero_key("nonzero_coordinates", input, width, dtype, max_count, device,
-                           stream)
+        key = _nonzero_key("nonzero_coordinates", input, width, dtype, max_count, device, stream)
         run = _runners.get(key) if key is not None else None
         if run is not None:
             return run(input)
-    lib, target, count, coords = _nonzero(input, width, dtype, max_count, out_count,
-                                          out_coordinates, device, stream)[:4]
+    lib, target, count, coords = _nonzero(
+        input, width, dtype, max_count, out_count, out_coordinates, device, stream
+    )[:4]
     if out_count is None:
         count = _as_library(lib, target, count)
     if out_coordinates is None:
@@ -206,8 +249,17 @@ def nonzero_coordinates(input, width=None, *, dtype=np.uint32, max_count=None, o
     return count, coords
 
 
-def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device, stream,
-             f="nonzero_coordinates"):
+def _nonzero(
+    input,
+    width,
+    dtype,
+    max_count,
+    out_count,
+    out_coordinates,
+    device,
+    stream,
+    f="nonzero_coordinates",
+):
     key = None
     if out_count is None and out_coordinates is None:
         key = _nonzero_key(f, input, width, dtype, max_count, device, stream)
@@ -216,6 +268,7 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
             return (run.lib, run.target) + run(input) + (None,)
     if is_dask(input):
         from . import chunked
+
         _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
         return (None, None) + chunked.nonzero(input, width, dtype, max_count, device, f) + (None,)
     lib = library(input)
@@ -228,11 +281,16 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
     dt = v.coord_dtype(dtype, x.size, f)
     rows = v.max_count(max_count, x.size, dt, f)
     if target.MAX_ELEMENTS is not None and x.size > target.MAX_ELEMENTS:
-        raise ValueError(f"{f}(): input has {x.size} elements; the {target.name} target counts "
-                         f"at most {target.MAX_ELEMENTS}")
+        raise ValueError(
+            f"{f}(): input has {x.size} elements; the {target.name} target counts "
+            f"at most {target.MAX_ELEMENTS}"
+        )
     if key is not None:
-        run = _runner_for(target, lambda: target_cpu.nonzero_runner(x, w, dt, rows),
-                          lambda: target.nonzero_runner(x, w, dt, rows, lib))
+        run = _runner_for(
+            target,
+            lambda: target_cpu.nonzero_runner(x, w, dt, rows),
+            lambda: target.nonzero_runner(x, w, dt, rows, lib),
+        )
         if run is not None:
             run.lib, run.target = lib, target
             _remember(key, run)
@@ -241,15 +299,22 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
     if out_count is not None:
         oc = _check_out(target, out_count, dt, None, "out_count", f)
         if oc.size != 1:
-            raise ValueError(f"{f}(): out_count has shape {tuple(oc.shape)}; it must hold "
-                             f"exactly one element")
+            raise ValueError(
+                f"{f}(): out_count has shape {tuple(oc.shape)}; it must hold exactly one element"
+            )
     if out_coordinates is not None:
         ox = _check_out(target, out_coordinates, dt, None, "out_coordinates", f)
         v.coordinates_matrix_shape(ox.shape, rows, w, f=f)
-    if oc is not None and ox is not None and target.overlaps(oc, ox) and \
-            target.shares_memory(oc, ox):
-        raise ValueError(f"{f}(): out_count and out_coordinates overlap in memory; the count "
-                         f"would overwrite a coordinate")
+    if (
+        oc is not None
+        and ox is not None
+        and target.overlaps(oc, ox)
+        and target.shares_memory(oc, ox)
+    ):
+        raise ValueError(
+            f"{f}(): out_count and out_coordinates overlap in memory; the count "
+            f"would overwrite a coordinate"
+        )
     # Where the call writes: the caller's outputs, or new arrays where none was given or
     # where an output overlaps the input (then copied over, as if the input had been read
     # first).
@@ -265,19 +330,25 @@ def _nonzero(input, width, dtype, max_count, out_count, out_coordinates, device,
             target.copy_into(wc, oc, ks)
         if ox is not None and rows and w:
             target.copy_into(wx, target.leading_rows(ox, rows), ks)
-    return (lib, target, new_count if out_count is None else out_count,
-            new_coords if out_coordinates is None else out_coordinates, (ks, x, wc))
+    return (
+        lib,
+        target,
+        new_count if out_count is None else out_count,
+        new_coords if out_coordinates is None else out_coordinates,
+        (ks, x, wc),
+    )
 
 
-def argwhere(input, *, device=None, stream=None):
+def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> Any:
     """The compact ``(count, ndim)`` int64 coordinates of the non-zero elements,
     a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions), as an array
     of the input's library (PyTorch, CuPy, numba or NumPy).
 
     On CUDA this reads the count back to the host, so it waits for the GPU once.
     """
-    lib, target, count, coords, call = _nonzero(input, None, np.int64, None, None, None,
-                                                device, stream, "argwhere")
+    lib, target, count, coords, call = _nonzero(
+        input, None, np.int64, None, None, None, device, stream, "argwhere"
+    )
     if target is None:  # a dask array: the compact rows, lazily
         return coords
     if call is None:  # a repeated call into new outputs, on the library's current stream
@@ -292,7 +363,10 @@ def argwhere(input, *, device=None, stream=None):
     if 2 * n < coords.shape[0]:  # give the unused rows back
         new = target.empty((n, coords.shape[1]), np.dtype(np.int64), stream, x, lib)
         if n and coords.shape[1]:
-            target.copy_into(target.describe(rows, "coordinates", "argwhere"),
-                             target.describe(new, "coordinates", "argwhere"), ks)
+            target.copy_into(
+                target.describe(rows, "coordinates", "argwhere"),
+                target.describe(new, "coordinates", "argwhere"),
+                ks,
+            )
         rows = new
     return _as_library(lib, target, rows)

@@ -4,7 +4,7 @@ Nothing here imports PyTorch, CuPy, dask or ``numba.cuda``: the answers come
 from the classes' module names, learnt once per type.
 """
 
-from typing import Any, Optional
+from typing import Any
 
 #: ``type -> library`` ("torch", "cupy" or None), learnt as types arrive.
 _libraries: dict = {}
@@ -13,7 +13,7 @@ _libraries: dict = {}
 _cai_types: set = set()
 
 
-def library(x: Any) -> Optional[str]:
+def library(x: Any) -> str | None:
     """``"torch"`` for PyTorch tensors (subclasses too), ``"cupy"`` for CuPy
     arrays, None for anything else (NumPy, numba device arrays, ...)."""
     tp = type(x)
@@ -43,8 +43,11 @@ def is_cuda_array(x: Any) -> bool:
         return bool(x.is_cuda)  # without evaluating PyTorch's (slow) interface property
     if hasattr(x, "__cuda_array_interface__"):
         mod = (getattr(tp, "__module__", "") or "").split(".")[0]
-        if (mod, tp.__name__) in (("cupy", "ndarray"), ("numba", "DeviceNDArray"),
-                                  ("numba_cuda", "DeviceNDArray")):
+        if (mod, tp.__name__) in (
+            ("cupy", "ndarray"),
+            ("numba", "DeviceNDArray"),
+            ("numba_cuda", "DeviceNDArray"),
+        ):
             _cai_types.add(tp)
         return True
     # FakeCUDAArray: numba's CUDA simulator's device array (it exports no CAI).
@@ -54,5 +57,4 @@ def is_cuda_array(x: Any) -> bool:
 def is_dask(x: Any) -> bool:
     """Whether ``x`` is a ``dask.array.Array``."""
     tp = type(x)
-    return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith(
-        "dask.array")
+    return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith("dask.array")

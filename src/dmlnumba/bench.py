@@ -1,4 +1,6 @@
-"""Side-by-side timings: ``python -m dmlnumba.bench [--target cpu|gpu|dask|dask-gpu|all] [--json FILE] [--quick]``.
+"""Side-by-side timings.
+
+    python -m dmlnumba.bench [--target cpu|gpu|dask|dask-gpu|all] [--json FILE] [--quick]
 
 Every case runs its contenders interleaved (A, B, C, A, B, C, ...) after a
 warm-up, and reports medians, ratios (other / dmlnumba: above 1 means dmlnumba is
@@ -42,13 +44,13 @@ def _interleaved(fns, reps, sync=None, warmup=2):
 
 def _row(rows, case, med, ref, roof_bytes=None, bw=None):
     base = med["dmlnumba"]
-    r = {"case": case, "times_s": med,
-         "ratios": {k: med[k] / base for k in med if k != "dmlnumba"}}
+    r = {"case": case, "times_s": med, "ratios": {k: med[k] / base for k in med if k != "dmlnumba"}}
     if roof_bytes and bw:
         r["roofline_pct"] = 100.0 * roof_bytes / bw / base
     rows.append(r)
-    others = "  ".join(f"{k} {med[k] * 1e3:9.3f} ms ({med[k] / base:5.2f}x)"
-                       for k in med if k != "dmlnumba")
+    others = "  ".join(
+        f"{k} {med[k] * 1e3:9.3f} ms ({med[k] / base:5.2f}x)" for k in med if k != "dmlnumba"
+    )
     roof = f"  {r['roofline_pct']:5.1f}% of copy bw" if "roofline_pct" in r else ""
     print(f"{case:58s} dmlnumba {base * 1e3:9.3f} ms  {others}{roof}", flush=True)
 
@@ -76,37 +78,63 @@ def cpu_cases(quick=False):
         cnt = np.empty(1, np.uint32)
         crd = np.empty((x.size, 3), np.uint32)
         n = int(np.count_nonzero(x))
-        med = _interleaved({
-            "dmlnumba": lambda: dmlnumba.nonzero_coordinates(x, out_count=cnt, out_coordinates=crd),
-            "numpy.argwhere": lambda: np.argwhere(x),
-        }, reps)
-        _row(rows, f"nonzero {'x'.join(map(str, shape))} f32 {d:.0%}", med, None,
-             x.nbytes + n * 3 * 4, bw)
+        med = _interleaved(
+            {
+                "dmlnumba": lambda: dmlnumba.nonzero_coordinates(
+                    x, out_count=cnt, out_coordinates=crd
+                ),
+                "numpy.argwhere": lambda: np.argwhere(x),
+            },
+            reps,
+        )
+        _row(
+            rows,
+            f"nonzero {'x'.join(map(str, shape))} f32 {d:.0%}",
+            med,
+            None,
+            x.nbytes + n * 3 * 4,
+            bw,
+        )
 
     shape = (8, 64, 256, 256) if not quick else (2, 16, 256, 256)
     x = rng.standard_normal(shape).astype(np.float32)
     idx = np.s_[:, ::-1, 3:250:2, 1::3]
     w = dmlnumba.window(x.shape, idx)
     out = np.empty(w[3], np.float32)
-    med = _interleaved({
-        "dmlnumba": lambda: dmlnumba.slice1(x, *w, out=out),
-        "numpy": lambda: np.ascontiguousarray(x[idx]),
-    }, reps)
-    _row(rows, f"slice1 x[:, ::-1, 3:250:2, 1::3] {'x'.join(map(str, shape))} f32", med, None,
-         2 * out.nbytes, bw)
+    med = _interleaved(
+        {
+            "dmlnumba": lambda: dmlnumba.slice1(x, *w, out=out),
+            "numpy": lambda: np.ascontiguousarray(x[idx]),
+        },
+        reps,
+    )
+    _row(
+        rows,
+        f"slice1 x[:, ::-1, 3:250:2, 1::3] {'x'.join(map(str, shape))} f32",
+        med,
+        None,
+        2 * out.nbytes,
+        bw,
+    )
 
     small = rng.standard_normal((10, 10, 10)).astype(np.float32)
     small[small < 0] = 0
     ws = dmlnumba.window(small.shape, np.s_[:, ::-1, 1::2])
-    med = _interleaved({
-        "dmlnumba": lambda: dmlnumba.slice1(small, *ws),
-        "numpy": lambda: np.ascontiguousarray(small[:, ::-1, 1::2]),
-    }, 2000 if not quick else 50)
+    med = _interleaved(
+        {
+            "dmlnumba": lambda: dmlnumba.slice1(small, *ws),
+            "numpy": lambda: np.ascontiguousarray(small[:, ::-1, 1::2]),
+        },
+        2000 if not quick else 50,
+    )
     _row(rows, "slice1 1000 elements (call latency)", med, None)
-    med = _interleaved({
-        "dmlnumba": lambda: dmlnumba.nonzero_coordinates(small),
-        "numpy.argwhere": lambda: np.argwhere(small),
-    }, 2000 if not quick else 50)
+    med = _interleaved(
+        {
+            "dmlnumba": lambda: dmlnumba.nonzero_coordinates(small),
+            "numpy.argwhere": lambda: np.argwhere(small),
+        },
+        2000 if not quick else 50,
+    )
     _row(rows, "nonzero 1000 elements (call latency)", med, None)
     return {"copy_bandwidth_Bps": bw, "rows": rows}
 
@@ -117,12 +145,18 @@ def gpu_nonzero_case(n, density, shape=None):
     and its number of non-zeros: ``(x_cupy, x_torch, count, coordinates, nnz)``."""
     import cupy as cp
     import torch
+
     shape = shape or (n,)
     xc = cp.random.standard_normal(shape, dtype=cp.float32)
     xc[cp.random.random(shape, dtype=cp.float32) >= density] = 0
     xt = torch.as_tensor(xc, device="cuda")
-    return (xc, xt, cp.empty(1, cp.uint32), cp.empty((n, len(shape)), cp.uint32),
-            int(cp.count_nonzero(xc)))
+    return (
+        xc,
+        xt,
+        cp.empty(1, cp.uint32),
+        cp.empty((n, len(shape)), cp.uint32),
+        int(cp.count_nonzero(xc)),
+    )
 
 
 #: The contender every GPU ratio is taken against: the call a user writes.
@@ -135,6 +169,7 @@ def gpu_cases(quick=False, only=None):
     array; ``dmlnumba preallocated`` the call into outputs made beforehand."""
     import cupy as cp
     import torch
+
     rows = []
     sync = torch.cuda.synchronize
     reps = 5 if quick else 20
@@ -142,9 +177,11 @@ def gpu_cases(quick=False, only=None):
     b = cp.empty_like(a)
     t = _interleaved({"copy": lambda: b.__setitem__(Ellipsis, a)}, reps, sync)["copy"]
     bw = 2 * a.nbytes / t
-    del a, b
-    print(f"GPU {torch.cuda.get_device_name()}: copy bandwidth (cupy, 1 GiB) {bw / 1e12:.2f} TB/s",
-          flush=True)
+    a = b = None  # free the GiB before the cases
+    print(
+        f"GPU {torch.cuda.get_device_name()}: copy bandwidth (cupy, 1 GiB) {bw / 1e12:.2f} TB/s",
+        flush=True,
+    )
     if only in (None, "nonzero"):
         for k in (20, 24) if quick else (20, 24, 28):
             n = 1 << k
@@ -167,18 +204,30 @@ def gpu_cases(quick=False, only=None):
 def _gpu_nonzero_row(rows, n, shape, d, reps, sync, bw):
     import cupy as cp
     import torch
+
     xc, xt, cnt, crd, nnz = gpu_nonzero_case(n, d, shape)
-    med = _interleaved({
-        "dmlnumba": lambda: dmlnumba.nonzero_coordinates(xt),
-        "dmlnumba cupy-in": lambda: dmlnumba.nonzero_coordinates(xc),
-        "dmlnumba preallocated": lambda: dmlnumba.nonzero_coordinates(
-            xc, out_count=cnt, out_coordinates=crd),
-        "torch.nonzero": lambda: torch.nonzero(xt),
-        "cupy.argwhere": lambda: cp.argwhere(xc),
-    }, reps, sync)
+    med = _interleaved(
+        {
+            "dmlnumba": lambda: dmlnumba.nonzero_coordinates(xt),
+            "dmlnumba cupy-in": lambda: dmlnumba.nonzero_coordinates(xc),
+            "dmlnumba preallocated": lambda: dmlnumba.nonzero_coordinates(
+                xc, out_count=cnt, out_coordinates=crd
+            ),
+            "torch.nonzero": lambda: torch.nonzero(xt),
+            "cupy.argwhere": lambda: cp.argwhere(xc),
+        },
+        reps,
+        sync,
+    )
     dims = "x".join(map(str, shape))
-    _row(rows, f"nonzero 2**{n.bit_length() - 1} ({dims}) f32 {d:.0%}, torch in", med, None,
-         xc.nbytes + nnz * len(shape) * 4, bw)
+    _row(
+        rows,
+        f"nonzero 2**{n.bit_length() - 1} ({dims}) f32 {d:.0%}, torch in",
+        med,
+        None,
+        xc.nbytes + nnz * len(shape) * 4,
+        bw,
+    )
     count, coords = dmlnumba.nonzero_coordinates(xt)
     assert int(count.to(torch.int64)[0]) == nnz == int(cnt.get()[0])
     assert bool((coords[:nnz].to(torch.int64) == torch.nonzero(xt)).all())
@@ -187,6 +236,7 @@ def _gpu_nonzero_row(rows, n, shape, d, reps, sync, bw):
 def _gpu_slice_row(rows, shape, idx, label, reps, sync, bw):
     import cupy as cp
     import torch
+
     xc = cp.random.standard_normal(shape, dtype=cp.float32)
     xt = torch.as_tensor(xc, device="cuda")
     w = dmlnumba.window(shape, idx)
@@ -195,18 +245,28 @@ def _gpu_slice_row(rows, shape, idx, label, reps, sync, bw):
     flip = [d for d, s in enumerate(idx) if s.step is not None and s.step < 0]
     # PyTorch cannot slice with negative steps: flip first (one copy), then slice,
     # then make it contiguous (a second copy).
-    med = _interleaved({
-        "dmlnumba": lambda: dmlnumba.slice1(xt, *w),
-        "dmlnumba cupy-in": lambda: dmlnumba.slice1(xc, *w),
-        "dmlnumba preallocated": lambda: dmlnumba.slice1(xc, *w, out=out),
-        "cupy": lambda: cp.ascontiguousarray(xc[idx]),
-        "torch": lambda: xt.flip(flip)[t_idx].contiguous(),
-    }, reps, sync)
+    med = _interleaved(
+        {
+            "dmlnumba": lambda: dmlnumba.slice1(xt, *w),
+            "dmlnumba cupy-in": lambda: dmlnumba.slice1(xc, *w),
+            "dmlnumba preallocated": lambda: dmlnumba.slice1(xc, *w, out=out),
+            "cupy": lambda: cp.ascontiguousarray(xc[idx]),
+            "torch": lambda: xt.flip(flip)[t_idx].contiguous(),
+        },
+        reps,
+        sync,
+    )
     ref = cp.ascontiguousarray(xc[idx])
     assert bool((ref == out).all())
     assert bool((torch.as_tensor(ref, device="cuda") == dmlnumba.slice1(xt, *w)).all())
-    _row(rows, f"slice1 {label} {'x'.join(map(str, shape))} f32, torch in", med, None,
-         2 * out.nbytes, bw)
+    _row(
+        rows,
+        f"slice1 {label} {'x'.join(map(str, shape))} f32, torch in",
+        med,
+        None,
+        2 * out.nbytes,
+        bw,
+    )
 
 
 def _gpu_small_rows(rows, calls=1000):
@@ -214,20 +274,31 @@ def _gpu_small_rows(rows, calls=1000):
     end: the time per call (host time, as the GPU keeps up)."""
     import cupy as cp
     import torch
+
     xt = torch.randn(10, 10, 10, device="cuda")
     xt[xt < 0] = 0
     xc = cp.asarray(xt)
     w = dmlnumba.window(xt.shape, np.s_[:, ::-1, 1::2])
     flip = lambda: xt.flip(1)[:, :, 1::2].contiguous()  # noqa: E731
     for label, fns in [
-        ("nonzero", {"dmlnumba": lambda: dmlnumba.nonzero_coordinates(xt),
-                     "dmlnumba cupy-in": lambda: dmlnumba.nonzero_coordinates(xc),
-                     "torch.nonzero": lambda: torch.nonzero(xt),
-                     "cupy.argwhere": lambda: cp.argwhere(xc)}),
-        ("slice1", {"dmlnumba": lambda: dmlnumba.slice1(xt, *w),
-                    "dmlnumba cupy-in": lambda: dmlnumba.slice1(xc, *w),
-                    "torch": flip,
-                    "cupy": lambda: cp.ascontiguousarray(xc[:, ::-1, 1::2])}),
+        (
+            "nonzero",
+            {
+                "dmlnumba": lambda: dmlnumba.nonzero_coordinates(xt),
+                "dmlnumba cupy-in": lambda: dmlnumba.nonzero_coordinates(xc),
+                "torch.nonzero": lambda: torch.nonzero(xt),
+                "cupy.argwhere": lambda: cp.argwhere(xc),
+            },
+        ),
+        (
+            "slice1",
+            {
+                "dmlnumba": lambda: dmlnumba.slice1(xt, *w),
+                "dmlnumba cupy-in": lambda: dmlnumba.slice1(xc, *w),
+                "torch": flip,
+                "cupy": lambda: cp.ascontiguousarray(xc[:, ::-1, 1::2]),
+            },
+        ),
     ]:
         med = {}
         for _ in range(3):
@@ -239,8 +310,12 @@ def _gpu_small_rows(rows, calls=1000):
                 torch.cuda.synchronize()
                 med.setdefault(k, []).append((time.perf_counter() - t) / calls)
         med = {k: statistics.median(v) for k, v in med.items()}
-        _row(rows, f"{label} 1000 elements, {calls} calls back to back, torch in (per call)",
-             med, None)
+        _row(
+            rows,
+            f"{label} 1000 elements, {calls} calls back to back, torch in (per call)",
+            med,
+            None,
+        )
 
 
 def dask_cases(quick=False, chunks="numpy"):
@@ -257,6 +332,7 @@ def dask_cases(quick=False, chunks="numpy"):
     gpu = chunks == "cupy"
     if gpu:
         import cupy
+
         sync = cupy.cuda.runtime.deviceSynchronize
     else:
         sync = None
@@ -265,7 +341,7 @@ def dask_cases(quick=False, chunks="numpy"):
     where = "CuPy" if gpu else "NumPy"
     with dask.config.set(scheduler="threads"):
         # On the GPU 1% and 10%: at 50%, dask.array.argwhere's int64 result alone is 12 GiB.
-        for d in ((0.01, 0.1) if gpu else (0.01, 0.5)):
+        for d in (0.01, 0.1) if gpu else (0.01, 0.5):
             if gpu:
                 a = cupy.random.standard_normal(shape, dtype=cupy.float32)
                 a[cupy.random.random(shape, dtype=cupy.float32) >= d] = 0
@@ -279,19 +355,32 @@ def dask_cases(quick=False, chunks="numpy"):
                 try:
                     da.argwhere(x[:1]).compute()
                 except TypeError as e:  # dask cannot take CuPy chunks here: what a user can do
-                    print(f"  dask.array.argwhere on CuPy chunks fails: {str(e)[:90]}; compared "
-                          f"with da.argwhere(x.map_blocks(cupy.asnumpy)) instead", flush=True)
+                    print(
+                        f"  dask.array.argwhere on CuPy chunks fails: {str(e)[:90]}; compared "
+                        f"with da.argwhere(x.map_blocks(cupy.asnumpy)) instead",
+                        flush=True,
+                    )
                     theirs = "dask.array.argwhere (chunks to host)"
                     host = x.map_blocks(cupy.asnumpy, meta=np.empty((0,) * x.ndim, np.float32))
                     ref = lambda: da.argwhere(host).compute()  # noqa: E731
-            med = _interleaved({
-                "dmlnumba": lambda: dmlnumba.argwhere(x).compute(),
-                "dmlnumba nonzero_coordinates (uint32)":
-                    lambda: dask.compute(*dmlnumba.nonzero_coordinates(x)),
-                theirs: ref,
-            }, reps, sync)
-            _row(rows, f"dask argwhere {'x'.join(map(str, shape))} f32 {where} chunks "
-                       f"{block[0]}x.. {d:.0%}", med, theirs)
+            med = _interleaved(
+                {
+                    "dmlnumba": lambda: dmlnumba.argwhere(x).compute(),
+                    "dmlnumba nonzero_coordinates (uint32)": lambda: dask.compute(
+                        *dmlnumba.nonzero_coordinates(x)
+                    ),
+                    theirs: ref,
+                },
+                reps,
+                sync,
+            )
+            _row(
+                rows,
+                f"dask argwhere {'x'.join(map(str, shape))} f32 {where} chunks "
+                f"{block[0]}x.. {d:.0%}",
+                med,
+                theirs,
+            )
             del x
         if not gpu:
             a = rng.standard_normal(shape).astype(np.float32)
@@ -299,34 +388,56 @@ def dask_cases(quick=False, chunks="numpy"):
             del a
             idx = np.s_[::-1, 3:1000:2, 1::3] if not quick else np.s_[::-1, 3:250:2, 1::3]
             w = dmlnumba.window(x.shape, idx)
-            med = _interleaved({
-                "dmlnumba": lambda: dmlnumba.slice1(x, *w).compute(),
-                "dask slicing": lambda: x[idx].compute(),
-            }, reps)
-            _row(rows, f"dask slice1 x[::-1, 3:1000:2, 1::3] {'x'.join(map(str, shape))} f32",
-                 med, "dask slicing")
+            med = _interleaved(
+                {
+                    "dmlnumba": lambda: dmlnumba.slice1(x, *w).compute(),
+                    "dask slicing": lambda: x[idx].compute(),
+                },
+                reps,
+            )
+            _row(
+                rows,
+                f"dask slice1 x[::-1, 3:1000:2, 1::3] {'x'.join(map(str, shape))} f32",
+                med,
+                "dask slicing",
+            )
     return rows
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m dmlnumba.bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", choices=["cpu", "gpu", "dask", "dask-gpu", "all"], default="cpu",
-                   help="dask: dask arrays of NumPy chunks; dask-gpu: of CuPy chunks")
+    p = argparse.ArgumentParser(
+        prog="python -m dmlnumba.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--target",
+        choices=["cpu", "gpu", "dask", "dask-gpu", "all"],
+        default="cpu",
+        help="dask: dask arrays of NumPy chunks; dask-gpu: of CuPy chunks",
+    )
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke test)")
-    p.add_argument("--only", choices=["nonzero", "slice", "small"], help="GPU: one group of cases only")
+    p.add_argument(
+        "--only", choices=["nonzero", "slice", "small"], help="GPU: one group of cases only"
+    )
     args = p.parse_args(argv)
-    res = {"machine": platform.platform(), "python": sys.version.split()[0],
-           "numpy": np.__version__, "dmlnumba": dmlnumba.__version__,
-           "date": time.strftime("%Y-%m-%d")}
+    res = {
+        "machine": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "dmlnumba": dmlnumba.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+    }
     try:
         import numba
+
         res["numba"] = numba.__version__
     except ImportError:
         pass
     if args.target in ("cpu", "all"):
         import os
+
         print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
         res["cpu"] = cpu_cases(args.quick)
     if args.target in ("gpu", "all"):

@@ -46,25 +46,30 @@ from .dispatch import DeviceUnavailableError, parse_device
 def _kind(meta, f):
     mod = (type(meta).__module__ or "").split(".")[0]
     if mod not in ("numpy", "cupy"):
-        raise TypeError(f"{f}(): input is a dask array of {type(meta).__name__} chunks; "
-                        f"dmlnumba takes NumPy or CuPy chunks")
+        raise TypeError(
+            f"{f}(): input is a dask array of {type(meta).__name__} chunks; "
+            f"dmlnumba takes NumPy or CuPy chunks"
+        )
     return mod
 
 
 def _xp(kind):
     if kind == "cupy":
         import cupy
+
         return cupy
     return np
 
 
 def _to_numpy(block):
     import cupy
+
     return cupy.asnumpy(block)
 
 
 def _to_cupy(block):
     import cupy
+
     return cupy.asarray(block)
 
 
@@ -73,8 +78,9 @@ def _prepare(x, device, f):
     from dask.array.utils import meta_from_array
 
     if any(np.isnan(c) for cs in x.chunks for c in cs):
-        raise ValueError(f"{f}(): input has unknown chunk sizes; call input.compute_chunk_sizes() "
-                         f"first")
+        raise ValueError(
+            f"{f}(): input has unknown chunk sizes; call input.compute_chunk_sizes() first"
+        )
     kind = _kind(x._meta, f)
     dev = parse_device(device, f)
     if dev is None:
@@ -83,19 +89,22 @@ def _prepare(x, device, f):
         return x.map_blocks(_to_numpy, meta=np.empty((0,) * x.ndim, x.dtype)), "numpy"
     if dev[0] == "cuda" and kind == "numpy":
         from .dispatch import _cuda_device
+
         _cuda_device(dev, f)
         try:
             import cupy
         except ImportError:
             raise DeviceUnavailableError(
                 f"{f}(): device='cuda' moves a dask array's chunks to the GPU as CuPy arrays, and "
-                f"CuPy is not installed") from None
+                f"CuPy is not installed"
+            ) from None
         meta = meta_from_array(cupy.empty((0,) * x.ndim, x.dtype))
         return x.map_blocks(_to_cupy, meta=meta), "cupy"
     return x, kind
 
 
 # ---------------------------------------------------------------- slice1
+
 
 def _axis_runs(chunks, start, step, m):
     """Along one axis: for output coordinates ``c`` in ``[0, m)`` reading input index
@@ -152,6 +161,7 @@ def _axis_plan(chunks, start, step, m, reach=None):
 
 def _slice_block(blocks, pieces, shape, dtype, kind):
     from . import api, target_cpu
+
     with target_cpu.one_thread():
         if len(pieces) == 1 and tuple(pieces[0][3]) == tuple((0, n) for n in shape):
             offsets, sizes, steps, _ = pieces[0]
@@ -176,18 +186,19 @@ def slice1(x, offsets, sizes, strides, output_sizes, device):
     dtype = np.dtype(x.dtype)
     v.check_dtype(dtype, v.SLICE_DTYPES, f)
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
-    plans = [None] + [_axis_plan(x.chunks[d], starts[d], steps[d], out_shape[d])
-                      for d in range(1, x.ndim)]
+    plans = [None] + [
+        _axis_plan(x.chunks[d], starts[d], steps[d], out_shape[d]) for d in range(1, x.ndim)
+    ]
     # Fewer, larger blocks along the outermost axis: each output block may read input
     # chunks of up to dask's array.chunk-size bytes together (never the whole input
     # unless it is that small), which saves tasks and per-block overhead.
     limit = parse_bytes(dask.config.get("array.chunk-size"))
     inner = dtype.itemsize
     for d in range(1, x.ndim):
-        inner *= max(sum(x.chunks[d][k] for k in {p[0] for p in pieces})
-                     for _, pieces in plans[d])
-    plans[0] = _axis_plan(x.chunks[0], starts[0], steps[0], out_shape[0],
-                          reach=max(1, limit // max(inner, 1)))
+        inner *= max(sum(x.chunks[d][k] for k in {p[0] for p in pieces}) for _, pieces in plans[d])
+    plans[0] = _axis_plan(
+        x.chunks[0], starts[0], steps[0], out_shape[0], reach=max(1, limit // max(inner, 1))
+    )
     name = "dmlnumba-slice1-" + tokenize(x, starts, steps, out_shape)
     layer = {}
     for idx in itertools.product(*(range(len(p)) for p in plans)):
@@ -195,10 +206,15 @@ def slice1(x, offsets, sizes, strides, output_sizes, device):
         keys, pieces = [], []
         for combo in itertools.product(*(h[1] for h in here)):
             keys.append((x.name,) + tuple(p[0] for p in combo))
-            pieces.append((tuple(p[1] for p in combo), tuple(p[2] for p in combo),
-                           tuple(p[3] for p in combo), tuple((p[4], p[5]) for p in combo)))
-        layer[(name,) + idx] = (_slice_block, keys, pieces, tuple(h[0] for h in here), dtype,
-                                kind)
+            pieces.append(
+                (
+                    tuple(p[1] for p in combo),
+                    tuple(p[2] for p in combo),
+                    tuple(p[3] for p in combo),
+                    tuple((p[4], p[5]) for p in combo),
+                )
+            )
+        layer[(name,) + idx] = (_slice_block, keys, pieces, tuple(h[0] for h in here), dtype, kind)
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
     chunks = tuple(tuple(h[0] for h in p) for p in plans)
     return da.Array(graph, name, chunks, meta=meta_from_array(x._meta, x.ndim, dtype=dtype))
@@ -206,13 +222,15 @@ def slice1(x, offsets, sizes, strides, output_sizes, device):
 
 # ---------------------------------------------------------------- nonzero
 
+
 def _is_stripes(chunks):
     """Whether every block is a contiguous run of the row-major order: for some axis
     ``k``, every earlier axis has chunks of one index and every later axis one chunk."""
     ndim = len(chunks)
     for k in range(ndim):
-        if all(len(chunks[d]) == 1 for d in range(k + 1, ndim)) and \
-                all(c == 1 for d in range(k) for c in chunks[d]):
+        if all(len(chunks[d]) == 1 for d in range(k + 1, ndim)) and all(
+            c == 1 for d in range(k) for c in chunks[d]
+        ):
             return True
     return False
 
@@ -250,14 +268,17 @@ def _nonzero_block(block, width, dtype, offsets, kind, shape):
     in the whole array's terms."""
     if kind == "numpy":
         from . import target_cpu
+
         with target_cpu.one_thread():
-            n, coords = target_cpu.nonzero_run(v.host_array(block, "input", "dask block"), shape,
-                                               offsets, width, dtype)
+            n, coords = target_cpu.nonzero_run(
+                v.host_array(block, "input", "dask block"), shape, offsets, width, dtype
+            )
         first_col = width  # written in the array's terms already: nothing to shift
     else:
         import cupy
 
         from . import api
+
         count, coords = api.nonzero_coordinates(block, width, dtype=dtype)
         count, coords = cupy.asarray(count), cupy.asarray(coords)
         n = int(count[0])
@@ -291,7 +312,7 @@ def _add(a, b):
 
 def _first_rows(result, before, limit):
     n, coords = result
-    return coords[:max(0, min(n, limit - before))]
+    return coords[: max(0, min(n, limit - before))]
 
 
 def _total(counts, dtype, kind):
@@ -337,12 +358,12 @@ def nonzero(x, width, dtype, max_count, device, f):
     layer[(count, 0)] = (_total, keys, dt, kind)
     graph = HighLevelGraph.from_collections(rows, layer, dependencies=[x])
     meta = x._meta
-    coords = da.Array(graph, rows, ((np.nan,) * len(keys), (w,)),
-                      meta=meta_from_array(meta, 2, dtype=dt))
+    coords = da.Array(
+        graph, rows, ((np.nan,) * len(keys), (w,)), meta=meta_from_array(meta, 2, dtype=dt)
+    )
     total = da.Array(graph, count, ((1,),), meta=meta_from_array(meta, 1, dtype=dt))
     return total, coords
 
 
 def argwhere(x, device, f="argwhere"):
     return nonzero(x, None, np.int64, None, device, f)[1]
-

@@ -22,7 +22,8 @@ import logging
 import threading
 import traceback
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("dmlnumba")
 

@@ -104,6 +104,7 @@ ENV_ERROR = None
 
 def _from_env():
     import os
+
     global ENV_ERROR
     g = globals()
     for k, (lo, hi, mult) in _RANGES.items():
@@ -115,8 +116,10 @@ def _from_env():
         ok = t.isascii() and t.lstrip("-").isdigit() and lo <= int(t) <= hi and int(t) % mult == 0
         if not ok:
             every = f", a multiple of {mult}" if mult > 1 else ""
-            ENV_ERROR = (f"environment variable {var}={raw!r} is not valid: it must be an integer "
-                         f"from {lo} to {hi}{every} (or unset)")
+            ENV_ERROR = (
+                f"environment variable {var}={raw!r} is not valid: it must be an integer "
+                f"from {lo} to {hi}{every} (or unset)"
+            )
             continue
         g[k] = int(t)
 

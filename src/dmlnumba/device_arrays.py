@@ -34,8 +34,20 @@ SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
 class DeviceView:
     """A NumPy-like description of a device array (or of a NumPy array to upload)."""
 
-    __slots__ = ("obj", "shape", "strides", "dtype", "ptr", "readonly", "ndim", "size",
-                 "itemsize", "device", "host", "_span")
+    __slots__ = (
+        "obj",
+        "shape",
+        "strides",
+        "dtype",
+        "ptr",
+        "readonly",
+        "ndim",
+        "size",
+        "itemsize",
+        "device",
+        "host",
+        "_span",
+    )
 
     def __init__(self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None):
         self.obj = obj
@@ -64,6 +76,7 @@ class DeviceView:
 
 # ---------------------------------------------------------------------------- reading
 
+
 def _cai(obj):
     """``obj.__cuda_array_interface__``; under the simulator, whose device arrays wrap
     host arrays and export no CAI, the wrapped array's interface (host pointers
@@ -73,8 +86,13 @@ def _cai(obj):
     except AttributeError:
         if SIM and hasattr(obj, "_ary"):
             ai = obj._ary.__array_interface__
-            return {"shape": ai["shape"], "strides": ai["strides"], "typestr": ai["typestr"],
-                    "data": ai["data"], "version": 3}
+            return {
+                "shape": ai["shape"],
+                "strides": ai["strides"],
+                "typestr": ai["typestr"],
+                "data": ai["data"],
+                "version": 3,
+            }
         raise
 
 
@@ -95,14 +113,27 @@ def _read_cupy(a):
     return a.data.ptr, a.shape, a.strides, a.dtype, False
 
 
-_TORCH_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int16", "int8",
-                 "uint64", "uint32", "uint16", "uint8", "bool")
-_torch_dtypes: dict = {}   # torch dtype -> NumPy dtype
-_torch_of: dict = {}       # NumPy dtype -> torch dtype
+_TORCH_DTYPES = (
+    "float64",
+    "float32",
+    "float16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
+    "bool",
+)
+_torch_dtypes: dict = {}  # torch dtype -> NumPy dtype
+_torch_of: dict = {}  # NumPy dtype -> torch dtype
 
 
 def _torch():
     import torch
+
     if not _torch_dtypes:
         for n in _TORCH_DTYPES:
             if hasattr(torch, n):
@@ -137,8 +168,9 @@ def describe(a, name, func):
     if isinstance(a, DeviceView):
         return a
     if not is_cuda_array(a):
-        raise TypeError(f"{func}(): {name} must be a CUDA array (CuPy, PyTorch, Numba), "
-                        f"not {type(a).__name__}")
+        raise TypeError(
+            f"{func}(): {name} must be a CUDA array (CuPy, PyTorch, Numba), not {type(a).__name__}"
+        )
     return view_of(a)
 
 
@@ -155,8 +187,14 @@ class Flat:
 
     def __init__(self, owner, ptr, span, dtype):
         self._owner = owner
-        self.__cuda_array_interface__ = {"shape": (span,), "strides": None, "typestr": dtype.str,
-                                         "data": (ptr, False), "version": 3, "stream": None}
+        self.__cuda_array_interface__ = {
+            "shape": (span,),
+            "strides": None,
+            "typestr": dtype.str,
+            "data": (ptr, False),
+            "version": 3,
+            "stream": None,
+        }
 
 
 class _HostView:
@@ -167,8 +205,12 @@ def host_view(f):
     """Under the simulator: a NumPy view of the (host) memory a :class:`Flat` describes."""
     holder = _HostView()
     cai = f.__cuda_array_interface__
-    holder.__array_interface__ = {"shape": cai["shape"], "typestr": cai["typestr"],
-                                  "data": cai["data"], "version": 3}
+    holder.__array_interface__ = {
+        "shape": cai["shape"],
+        "typestr": cai["typestr"],
+        "data": cai["data"],
+        "version": 3,
+    }
     holder._owner = f
     return np.asarray(holder)
 
@@ -209,14 +251,18 @@ def stream_of(stream):
         if s is None:
             s = _streams[None] = cuda.legacy_default_stream()
         return s
-    if hasattr(stream, "handle") and hasattr(stream, "synchronize") and \
-            hasattr(stream, "auto_synchronize"):
+    if (
+        hasattr(stream, "handle")
+        and hasattr(stream, "synchronize")
+        and hasattr(stream, "auto_synchronize")
+    ):
         return stream  # already a numba stream
     handle = _handle(stream)
     s = _streams.get(handle)
     if s is None:
-        s = _streams[handle] = (cuda.external_stream(handle) if handle
-                                else cuda.legacy_default_stream())
+        s = _streams[handle] = (
+            cuda.external_stream(handle) if handle else cuda.legacy_default_stream()
+        )
     return s
 
 
@@ -230,8 +276,10 @@ def _handle(stream):
         h = getattr(stream, "handle", None)  # a numba stream
         if h is not None:
             return int(stream)
-        raise TypeError(f"stream must be a numba, PyTorch or CuPy stream or a stream handle, "
-                        f"not {type(stream).__name__}")
+        raise TypeError(
+            f"stream must be a numba, PyTorch or CuPy stream or a stream handle, "
+            f"not {type(stream).__name__}"
+        )
     return int(handle)
 
 
@@ -250,6 +298,7 @@ def _cupy_device(v):
     if library(v.obj) == "cupy":
         return v.obj.device.id
     import cupy
+
     return cupy.cuda.runtime.getDevice()
 
 
@@ -262,6 +311,7 @@ def call_stream(lib, stream, v):
     if lib == "torch":
         return _torch().cuda.current_stream(_torch_device(v)).cuda_stream or None
     import cupy
+
     with cupy.cuda.Device(_cupy_device(v)):
         return cupy.cuda.get_current_stream().ptr or None
 
@@ -278,6 +328,7 @@ def core_stream(s):
     c = _core_streams.get(key)
     if c is None:
         import cuda.core as cc
+
         if key == 0:
             c = cc.LEGACY_DEFAULT_STREAM
         elif key == 2:
@@ -298,13 +349,20 @@ def _pool_array(shape, dtype, s, device):
     mr = _pools.get(device)
     if mr is None:
         from cuda.core import DeviceMemoryResource
+
         mr = _pools[device] = DeviceMemoryResource(device)
     n = dtype.itemsize
     for d in shape:
         n *= d
     buf = mr.allocate(max(n, 1), stream=core_stream(s))
-    desc = {"shape": shape, "strides": None, "typestr": dtype.str,
-            "data": (int(buf.handle), False), "version": 3, "stream": None}
+    desc = {
+        "shape": shape,
+        "strides": None,
+        "typestr": dtype.str,
+        "data": (int(buf.handle), False),
+        "version": 3,
+        "stream": None,
+    }
     return cuda.from_cuda_array_interface(desc, owner=buf, sync=False)
 
 
@@ -330,11 +388,15 @@ def new_array(lib, shape, dtype, stream, like):
             return torch.empty(shape, dtype=_torch_of[dtype], device=dev)
     if lib == "cupy":
         import cupy
+
         with cupy.cuda.Device(_cupy_device(like)):
             if stream is None:
                 return cupy.empty(shape, dtype)
-            cs = stream if isinstance(stream, cupy.cuda.Stream) else \
-                cupy.cuda.ExternalStream(_handle(stream))
+            cs = (
+                stream
+                if isinstance(stream, cupy.cuda.Stream)
+                else cupy.cuda.ExternalStream(_handle(stream))
+            )
             with cs:  # CuPy's pool keeps its free blocks per stream
                 return cupy.empty(shape, dtype)
     return _pool_array(shape, dtype, stream_of(stream), like.device)

@@ -33,14 +33,18 @@ def cuda_target(func="dmlnumba"):
         if importlib.util.find_spec("numba_cuda") is None:
             raise DeviceUnavailableError(
                 f"{func}(): the CUDA target needs numba-cuda, which is not installed: "
-                f"pip install 'dmlnumba[cuda]'")
+                f"pip install 'dmlnumba[cuda]'"
+            )
         from numba import cuda
+
         if not cuda.is_available():
             raise DeviceUnavailableError(
                 f"{func}(): no usable CUDA GPU here (numba.cuda.is_available() is False: no "
                 f"NVIDIA GPU, or no driver). Run on the CPU (device='cpu'), or set "
-                f"NUMBA_ENABLE_CUDASIM=1 before importing numba to use numba's CUDA simulator")
+                f"NUMBA_ENABLE_CUDASIM=1 before importing numba to use numba's CUDA simulator"
+            )
         from . import target_cuda
+
         _cuda = target_cuda
     return _cuda
 
@@ -53,7 +57,8 @@ def _cuda_device(dev, func):
         if dev[1] >= n:
             raise DeviceUnavailableError(
                 f"{func}(): device 'cuda:{dev[1]}' does not exist; this machine has {n} CUDA "
-                f"device{'s' if n != 1 else ''} (cuda:0 to cuda:{n - 1})")
+                f"device{'s' if n != 1 else ''} (cuda:0 to cuda:{n - 1})"
+            )
     return t
 
 
@@ -70,7 +75,8 @@ def _to_numpy(x, func, name):
             raise TypeError(f"{func}(): {name} could not be read as a host array: {e}") from None
     raise TypeError(
         f"{func}(): {name} must be a NumPy array or a CUDA array (CuPy, PyTorch, Numba), "
-        f"not {type(x).__name__}")
+        f"not {type(x).__name__}"
+    )
 
 
 def parse_device(device, func):
@@ -78,8 +84,10 @@ def parse_device(device, func):
     if device is None:
         return None
     if not isinstance(device, str):
-        raise TypeError(f"{func}(): device must be a string such as 'cpu' or 'cuda:0', "
-                        f"or None, not {type(device).__name__}")
+        raise TypeError(
+            f"{func}(): device must be a string such as 'cpu' or 'cuda:0', "
+            f"or None, not {type(device).__name__}"
+        )
     d = device.strip().lower()
     if d == "cpu":
         return ("cpu", None)
@@ -87,7 +95,9 @@ def parse_device(device, func):
         return ("cuda", None)
     if d.startswith("cuda:") and d[5:].isascii() and d[5:].isdigit():
         return ("cuda", int(d[5:]))
-    raise ValueError(f"{func}(): unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or None")
+    raise ValueError(
+        f"{func}(): unknown device {device!r}; expected 'cpu', 'cuda', 'cuda:N' or None"
+    )
 
 
 def resolve(x, device, func, name="input"):

@@ -46,8 +46,7 @@ def _prefetch(typingctx, arr, idx):
     def codegen(context, builder, signature, args):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
-                                       wraparound=False)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
         i8p = ir.IntType(8).as_pointer()
         if getattr(i8p, "is_opaque", False):  # opaque pointers (LLVM 15 and later)
             name = "llvm.prefetch.p0"
@@ -56,7 +55,8 @@ def _prefetch(typingctx, arr, idx):
         ptr = builder.bitcast(ptr, i8p)
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), name)
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), name
+        )
         builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
@@ -64,6 +64,7 @@ def _prefetch(typingctx, arr, idx):
 
 
 if _nbconfig.DISABLE_JIT:  # plain Python (debugging): an intrinsic cannot be called there
+
     def _prefetch(arr, idx):
         pass
 
@@ -95,8 +96,8 @@ def _gather_row(src, s, dst, d, n, st):
     vectorizes the gather, which a runtime stride prevents (the loop is about
     twice as fast per core for stride 3).
     """
-    seg = src[s:s + (n - 1) * st + 1]
-    dv = dst[d:d + n]
+    seg = src[s : s + (n - 1) * st + 1]
+    dv = dst[d : d + n]
     for k in range(n):
         dv[k] = seg[k * st]
 
@@ -104,8 +105,8 @@ def _gather_row(src, s, dst, d, n, st):
 @_inline
 def _reverse_row(src, s, dst, d, n):
     """``dst[d + k] = src[s - k]`` for ``0 <= k < n``."""
-    seg = src[s - (n - 1):s + 1]
-    dv = dst[d:d + n]
+    seg = src[s - (n - 1) : s + 1]
+    dv = dst[d : d + n]
     last = n - 1
     for k in range(n):
         dv[k] = seg[last - k]
@@ -133,14 +134,13 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
             # Rows are often short and far apart (a strided window), which
             # hardware prefetchers cannot follow across pages: ask for the
             # source row PREFETCH_ROWS ahead while this one is copied.
-            _prefetch_row(src, s - coords[last] * ss + PREFETCH_ROWS * sst[last - 1],
-                          ss, row)
+            _prefetch_row(src, s - coords[last] * ss + PREFETCH_ROWS * sst[last - 1], ss, row)
         if ss == 1 and ds == 1:
             # A loop over two slices: LLVM turns it into a vector copy, while a
             # slice assignment (overlap and broadcast handling) costs about 3 s
             # more to compile for each bit width.
-            sv = src[s:s + n]
-            dv = dst[d:d + n]
+            sv = src[s : s + n]
+            dv = dst[d : d + n]
             for k in range(n):
                 dv[k] = sv[k]
         elif ds == 1 and ss == 2:
@@ -212,7 +212,7 @@ def _count_row(src, p, st, n, mask):
     """Non-zero elements among ``src[p], src[p + st], ...`` (``n`` of them)."""
     c = 0
     if st == 1:
-        seg = src[p:p + n]  # a slice: no negative-index handling, so the loop vectorizes
+        seg = src[p : p + n]  # a slice: no negative-index handling, so the loop vectorizes
         for k in range(n):
             c += is_nonzero(seg[k], mask)
     else:
@@ -227,7 +227,7 @@ def _compact_row(src, p, st, n, mask, buf):
     ``src[p + k * st]`` into ``buf``, in order, without a branch; return how many."""
     c = 0
     if st == 1:
-        seg = src[p:p + n]
+        seg = src[p : p + n]
         for k in range(n):
             buf[c] = k
             c += is_nonzero(seg[k], mask)
@@ -257,8 +257,7 @@ def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
 
 
 @_inline
-def _write_range(src, sb, mask, shape, strides, ndim, lo, hi,
-                 out, ob, rs, cs, width, row, row_end):
+def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, ob, rs, cs, width, row, row_end):
     """Write the coordinates of the non-zero elements among ``[lo, hi)`` into rows
     ``[row, row_end)`` of ``out``, in element order.
 
@@ -350,8 +349,9 @@ def _count_block(src, sb, mask, geom, first, n, block, b, contiguous):
 
 
 @jit
-def _write_block(src, sb, mask, geom, first, n, block, b, out, ob, rs, cs, width, row, row_end,
-                 contiguous):
+def _write_block(
+    src, sb, mask, geom, first, n, block, b, out, ob, rs, cs, width, row, row_end, contiguous
+):
     """Write block ``b``'s coordinates into rows ``[row, row_end)``; return the row
     after the last one written.  :func:`_write_range_flat` for a C-contiguous
     input, else :func:`_write_range`."""
@@ -361,10 +361,12 @@ def _write_block(src, sb, mask, geom, first, n, block, b, out, ob, rs, cs, width
     lo += first
     hi += first
     if contiguous:
-        return _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width,
-                                 row, row_end)
-    return _write_range(src, sb, mask, shape, geom[1], ndim, lo, hi, out, ob, rs, cs, width,
-                        row, row_end)
+        return _write_range_flat(
+            src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width, row, row_end
+        )
+    return _write_range(
+        src, sb, mask, shape, geom[1], ndim, lo, hi, out, ob, rs, cs, width, row, row_end
+    )
 
 
 @_inline
@@ -377,8 +379,20 @@ def _scan(rows, nblocks):
 
 #: The nonzero drivers' parameter block: one int64 array, built once per layout
 #: (a call passes six arguments, not seventeen: numba's dispatch costs per argument).
-P_SRC_BASE, P_FIRST, P_N, P_BLOCK, P_NBLOCKS, P_OUT_BASE, P_RS, P_CS, P_WIDTH, P_COUNT_POS, \
-    P_CONTIGUOUS, P_LIMIT = range(12)
+(
+    P_SRC_BASE,
+    P_FIRST,
+    P_N,
+    P_BLOCK,
+    P_NBLOCKS,
+    P_OUT_BASE,
+    P_RS,
+    P_CS,
+    P_WIDTH,
+    P_COUNT_POS,
+    P_CONTIGUOUS,
+    P_LIMIT,
+) = range(12)
 N_PARAMS = 12
 
 
@@ -389,8 +403,7 @@ def nonzero(src, mask, geom, p, out, count):
     all fit (``limit``, the rows ``out`` holds, is at least ``n``) needs no scan, so
     no counting pass either: its write, bounded by the worst case (every element),
     ends on the count."""
-    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], \
-        p[P_NBLOCKS]
+    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], p[P_NBLOCKS]
     contiguous, limit = p[P_CONTIGUOUS] != 0, p[P_LIMIT]
     rows = np.empty(nblocks + 1, np.int64)
     one_pass = nblocks == 1 and limit >= n
@@ -399,14 +412,30 @@ def nonzero(src, mask, geom, p, out, count):
         rows[1] = n
     else:
         for b in range(nblocks):
-            rows[b + 1] = _count_block(src, src_base, mask, geom, first, n, block, np.int64(b),
-                                       contiguous)
+            rows[b + 1] = _count_block(
+                src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
+            )
         _scan(rows, nblocks)
     end = 0
     for b in range(nblocks):
-        end = _write_block(src, src_base, mask, geom, first, n, block, np.int64(b), out,
-                           p[P_OUT_BASE], p[P_RS], p[P_CS], p[P_WIDTH], min(rows[b], limit),
-                           min(rows[b + 1], limit), contiguous)
+        end = _write_block(
+            src,
+            src_base,
+            mask,
+            geom,
+            first,
+            n,
+            block,
+            np.int64(b),
+            out,
+            p[P_OUT_BASE],
+            p[P_RS],
+            p[P_CS],
+            p[P_WIDTH],
+            min(rows[b], limit),
+            min(rows[b + 1], limit),
+            contiguous,
+        )
     count[p[P_COUNT_POS]] = end if one_pass else rows[nblocks]
 
 
@@ -424,16 +453,32 @@ def nonzero_parallel(src, mask, geom, p, out, count):
     the count is the true count, also where it exceeds ``limit``.  The scalars
     arrive in ``p`` (the ``P_*`` indices).
     """
-    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], \
-        p[P_NBLOCKS]
+    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], p[P_NBLOCKS]
     out_base, rs, cs, width = p[P_OUT_BASE], p[P_RS], p[P_CS], p[P_WIDTH]
     contiguous, limit = p[P_CONTIGUOUS] != 0, p[P_LIMIT]
     rows = np.empty(nblocks + 1, np.int64)
     for b in prange(nblocks):
-        rows[b + 1] = _count_block(src, src_base, mask, geom, first, n, block, np.int64(b),
-                                   contiguous)
+        rows[b + 1] = _count_block(
+            src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
+        )
     _scan(rows, nblocks)
     for b in prange(nblocks):
-        _write_block(src, src_base, mask, geom, first, n, block, np.int64(b), out, out_base, rs,
-                     cs, width, min(rows[b], limit), min(rows[b + 1], limit), contiguous)
+        _write_block(
+            src,
+            src_base,
+            mask,
+            geom,
+            first,
+            n,
+            block,
+            np.int64(b),
+            out,
+            out_base,
+            rs,
+            cs,
+            width,
+            min(rows[b], limit),
+            min(rows[b + 1], limit),
+            contiguous,
+        )
     count[p[P_COUNT_POS]] = rows[nblocks]

@@ -65,11 +65,13 @@ if SIM:
                 m |= 1 << i
         cuda.syncthreads()
         return m
+
     @cuda.jit(device=True)
     def warp_all(flag):
         # Block-wide here (the simulator's ballot is): a stricter, still uniform vote.
         return cuda.syncthreads_and(1 if flag else 0) != 0
 else:
+
     @cuda.jit(device=True, cache=True)
     def ballot(flag, scratch, tid):
         return cuda.ballot_sync(FULL, flag)
@@ -101,6 +103,7 @@ if SIM:
         cuda.syncthreads()
         return t
 else:
+
     @cuda.jit(device=True, cache=True)
     def shfl_down(x, d, scratch, tid):
         return uint32(cuda.shfl_down_sync(FULL, int32(x), d))
@@ -114,11 +117,13 @@ else:
 
 
 if SIM:
+
     @cuda.jit(device=True)
     def word_at(word, k, masks, i):
         """Lane ``k``'s ``word`` (which is ``masks[i]``): read back from shared memory."""
         return masks[i]
 else:
+
     @cuda.jit(device=True, cache=True)
     def word_at(word, k, masks, i):
         """Lane ``k``'s ``word`` (which is ``masks[i]``): one shuffle, no address
@@ -127,11 +132,13 @@ else:
 
 
 if SIM:
+
     @cuda.jit(device=True)
     def pause(ns):
 
         pass
 else:
+
     @cuda.jit(device=True, cache=True)
     def pause(ns):
         cuda.nanosleep(uint32(ns))
@@ -142,6 +149,7 @@ else:
 _device_nc = cuda.jit(device=True)
 
 if SIM:
+
     def load16(src, i):
         """16 bytes from element ``i`` on: two little-endian 64-bit words."""
         w = src.itemsize
@@ -169,17 +177,16 @@ else:
             p, i = args
             vty = _ir.VectorType(_ir.IntType(64), 2)
             v = builder.load(builder.bitcast(builder.gep(p, [i]), vty.as_pointer()), align=16)
-            words = [builder.extract_element(v, _ir.Constant(_ir.IntType(32), k))
-                     for k in range(2)]
+            words = [builder.extract_element(v, _ir.Constant(_ir.IntType(32), k)) for k in range(2)]
             return context.make_tuple(builder, signature.return_type, words)
 
         return sig, codegen
 
 
 # Slots of the scalars after the geometry rows in a parameter block.
-SLICE_SCALARS = 3 * MAXD   # src_base, dst_base, ndim, seg, nseg, rows, nrows, ntiles
-NZ_SCALARS = 2 * MAXD      # src_base, ndim, total, items, out_base, rs, cs, width, count_pos,
-                           # window, backoff, limit (rows of out)
+SLICE_SCALARS = 3 * MAXD  # src_base, dst_base, ndim, seg, nseg, rows, nrows, ntiles
+NZ_SCALARS = 2 * MAXD  # src_base, ndim, total, items, out_base, rs, cs, width, count_pos,
+# window, backoff, limit (rows of out)
 
 
 def _slice_copy(src, dst, geom):
@@ -304,21 +311,26 @@ def make_nonzero(V):
         """The ``V`` elements in 16 bytes ``(a, b)``, one bit each (bit j: element
         j is non-zero)."""
         if BITS == 64:
-            return uint32(uint32((a & mask) != uint64(0))
-                          + (uint32((b & mask) != uint64(0)) << uint32(1)))
+            return uint32(
+                uint32((a & mask) != uint64(0)) + (uint32((b & mask) != uint64(0)) << uint32(1))
+            )
         if BITS == 32:  # a select per element, no arithmetic
             m = uint32(mask)
-            return uint32((uint32(1) if uint32(a) & m else uint32(0))
-                          | (uint32(2) if uint32(a >> uint64(32)) & m else uint32(0))
-                          | (uint32(4) if uint32(b) & m else uint32(0))
-                          | (uint32(8) if uint32(b >> uint64(32)) & m else uint32(0)))
+            return uint32(
+                (uint32(1) if uint32(a) & m else uint32(0))
+                | (uint32(2) if uint32(a >> uint64(32)) & m else uint32(0))
+                | (uint32(4) if uint32(b) & m else uint32(0))
+                | (uint32(8) if uint32(b >> uint64(32)) & m else uint32(0))
+            )
         m = uint32(uint32(mask) * ONES)
         # The parts do not overlap: adding them is or-ing them (shift-adds fuse).
         # (numba widens uint32 arithmetic to 64 bits; the casts keep it 32-bit.)
-        return uint32(word_bits(uint32(a & uint64(0xFFFFFFFF)), m)
-                      + (word_bits(uint32(a >> uint64(32)), m) << uint32(E))
-                      + (word_bits(uint32(b & uint64(0xFFFFFFFF)), m) << uint32(2 * E))
-                      + (word_bits(uint32(b >> uint64(32)), m) << uint32(3 * E)))
+        return uint32(
+            word_bits(uint32(a & uint64(0xFFFFFFFF)), m)
+            + (word_bits(uint32(a >> uint64(32)), m) << uint32(E))
+            + (word_bits(uint32(b & uint64(0xFFFFFFFF)), m) << uint32(2 * E))
+            + (word_bits(uint32(b >> uint64(32)), m) << uint32(3 * E))
+        )
 
     @_device_nc
     def gather_word(a, b, mask, scratch, tid):
@@ -453,8 +465,9 @@ def make_nonzero(V):
                         c1, d1 = load16(src, p + 32 * V)
                         c2, d2 = load16(src, p + 64 * V)
                         c3, d3 = load16(src, p + 96 * V)
-                    nl += store_step(a0, b0, a1, b1, a2, b2, a3, b3, mask, scratch, tid,
-                                     masks, uint64(m0 + it))
+                    nl += store_step(
+                        a0, b0, a1, b1, a2, b2, a3, b3, mask, scratch, tid, masks, uint64(m0 + it)
+                    )
                     it += 4 * V
                     a0, b0, a1, b1, a2, b2, a3, b3 = c0, d0, c1, d1, c2, d2, c3, d3
             while it + 4 * V <= items:  # the last tile: range-checked loads
@@ -463,8 +476,9 @@ def make_nonzero(V):
                 a1, b1 = load_lane(src, src_base, p + 32 * V, total)
                 a2, b2 = load_lane(src, src_base, p + 64 * V, total)
                 a3, b3 = load_lane(src, src_base, p + 96 * V, total)
-                nl += store_step(a0, b0, a1, b1, a2, b2, a3, b3, mask, scratch, tid, masks,
-                                 uint64(m0 + it))
+                nl += store_step(
+                    a0, b0, a1, b1, a2, b2, a3, b3, mask, scratch, tid, masks, uint64(m0 + it)
+                )
                 it += 4 * V
             while it + V <= items:
                 a0, b0 = load_lane(src, src_base, wfirst + it * 32, total)
@@ -509,8 +523,16 @@ def make_nonzero(V):
                     masks[m0 + it + 5] = b5
                     masks[m0 + it + 6] = b6
                     masks[m0 + it + 7] = b7
-                n += (cuda.popc(b0) + cuda.popc(b1) + cuda.popc(b2) + cuda.popc(b3)
-                      + cuda.popc(b4) + cuda.popc(b5) + cuda.popc(b6) + cuda.popc(b7))
+                n += (
+                    cuda.popc(b0)
+                    + cuda.popc(b1)
+                    + cuda.popc(b2)
+                    + cuda.popc(b3)
+                    + cuda.popc(b4)
+                    + cuda.popc(b5)
+                    + cuda.popc(b6)
+                    + cuda.popc(b7)
+                )
                 it += 8
                 e += 256
                 c_last += 256
@@ -572,10 +594,10 @@ def make_nonzero(V):
                 cuda.atomic.exch(status, 1, PREFIX_BITS | tag | uint64(acc))
             else:
                 cuda.atomic.exch(status, tile + 1, AGGREGATE_BITS | tag | uint64(acc))
-            look[0] = 0            # exclusive prefix so far
-            look[1] = tile - 1     # newest tile of the next window
+            look[0] = 0  # exclusive prefix so far
+            look[1] = tile - 1  # newest tile of the next window
             look[2] = 1 if tile == 0 else 0  # done
-            look[3] = window       # first thread of a window whose tile is not an aggregate
+            look[3] = window  # first thread of a window whose tile is not an aggregate
         cuda.syncthreads()
         while look[2] == 0:
             q = look[1] - tid
@@ -668,8 +690,8 @@ def pack_params(rows, scalars):
     padded to 8, then the scalars."""
     g = np.zeros(MAXD * len(rows) + len(scalars), np.int64)
     for i, r in enumerate(rows):
-        g[i * MAXD:i * MAXD + len(r)] = r
-    g[MAXD * len(rows):] = scalars
+        g[i * MAXD : i * MAXD + len(r)] = r
+    g[MAXD * len(rows) :] = scalars
     return g
 
 
@@ -679,14 +701,14 @@ _kernels = {}
 
 def _signature(name, src_bits, out_bits):
     from numba import types as t
+
     u = getattr(t, _UINT[src_bits // 8])
     p = t.CPointer
     if name == "slice":
         args = (p(u), p(u), p(t.int64))
     else:
         o = getattr(t, _UINT[out_bits // 8])
-        args = (p(u), t.uint64, p(t.int64), t.uint64[::1], p(o), p(o), t.uint64, t.uint64,
-                t.uint64)
+        args = (p(u), t.uint64, p(t.int64), t.uint64[::1], p(o), p(o), t.uint64, t.uint64, t.uint64)
     return t.void(*args)
 
 
@@ -737,6 +759,7 @@ def launch(k, grid, block, stream, args, ctx=0):
     cfg = _configs.get(key)
     if cfg is None:
         from cuda.core import LaunchConfig
+
         if len(_configs) >= 4096:
             _configs.clear()
         cfg = _configs[key] = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
@@ -750,4 +773,5 @@ def launch(k, grid, block, stream, args, ctx=0):
 def _launch(*a):
     global _launch
     from cuda.core import launch as _launch
+
     _launch(*a)

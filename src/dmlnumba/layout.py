@@ -46,8 +46,9 @@ def c_strides(shape):
 
 def slice_geometry(out_shape, starts, steps, src_strides, dst_strides):
     """See :func:`_slice_geometry`; results are cached (the array is read-only)."""
-    return _cached_geometry(tuple(out_shape), tuple(starts), tuple(steps), tuple(src_strides),
-                            tuple(dst_strides))
+    return _cached_geometry(
+        tuple(out_shape), tuple(starts), tuple(steps), tuple(src_strides), tuple(dst_strides)
+    )
 
 
 @functools.lru_cache(maxsize=4096)

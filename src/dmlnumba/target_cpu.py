@@ -29,6 +29,7 @@ def kernels():
     global _kernels
     if _kernels is None:
         from . import kernels_cpu
+
         _kernels = kernels_cpu
     return _kernels
 
@@ -69,6 +70,7 @@ def _threads_ok():
     if not _fork_child:
         return True
     import numba
+
     try:
         return numba.threading_layer() != "omp"
     except ValueError:  # no thread pool was started before the fork
@@ -83,27 +85,66 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     nchunks = -(-size // chunk)
     bits = 8 * src.itemsize
     if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
-        _run(k.slice_copy_parallel, ("slice1", bits, "parallel"), src, src_base, dst, dst_base,
-             geom, chunk, nchunks)
+        _run(
+            k.slice_copy_parallel,
+            ("slice1", bits, "parallel"),
+            src,
+            src_base,
+            dst,
+            dst_base,
+            geom,
+            chunk,
+            nchunks,
+        )
     else:
         _run(k.slice_copy, ("slice1", bits), src, src_base, dst, dst_base, geom, chunk, nchunks)
 
 
-def _nonzero_params(src_base, first, size, out_base, rs, cs, width, count_pos, contiguous,
-                    limit):
+def _nonzero_params(src_base, first, size, out_base, rs, cs, width, count_pos, contiguous, limit):
     """The nonzero drivers' parameter block (``kernels_cpu.P_*``) and its block count."""
     block = config.CPU_NONZERO_BLOCK
     nblocks = max(1, -(-size // block))
-    return np.array([src_base, first, size, block, nblocks, out_base, rs, cs, width, count_pos,
-                     int(contiguous), limit], np.int64), nblocks
+    return np.array(
+        [
+            src_base,
+            first,
+            size,
+            block,
+            nblocks,
+            out_base,
+            rs,
+            cs,
+            width,
+            count_pos,
+            int(contiguous),
+            limit,
+        ],
+        np.int64,
+    ), nblocks
 
 
-def _nonzero(src, src_base, mask, geom, size, out, out_base, rs, cs, width, count, count_pos,
-             contiguous, limit, first=0):
+def _nonzero(
+    src,
+    src_base,
+    mask,
+    geom,
+    size,
+    out,
+    out_base,
+    rs,
+    cs,
+    width,
+    count,
+    count_pos,
+    contiguous,
+    limit,
+    first=0,
+):
     """Run the nonzero kernel over ``size`` elements (from element ``first`` of the
     shape in ``geom``), writing at most ``limit`` rows (see :func:`_copy`)."""
-    p, nblocks = _nonzero_params(src_base, first, size, out_base, rs, cs, width, count_pos,
-                                 contiguous, limit)
+    p, nblocks = _nonzero_params(
+        src_base, first, size, out_base, rs, cs, width, count_pos, contiguous, limit
+    )
     _nonzero_with(p, nblocks, src, mask, geom, out, count)
 
 
@@ -194,6 +235,7 @@ def _reader(x):
             v = x.ravel().view(u)
             v.setflags(write=False)
             return v
+
         return read
     return lambda x: flat(x, False)[0]
 
@@ -223,6 +265,7 @@ def slice1_runner(x, starts, steps, out_shape):
         out = np.empty(out_shape, dtype)
         _copy(read(x), base, out.ravel().view(u), 0, geom, size)
         return out
+
     return run
 
 
@@ -293,6 +336,7 @@ def nonzero_runner(x, width, dtype, rows):
         if view:
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd
+
     return run
 
 
@@ -318,8 +362,23 @@ def nonzero_run(x, shape, origin, width, dtype):
         base = sbase - first if contiguous else sbase - sum(o * s for o, s in zip(origin, es))
         geom = _nonzero_geometry(tuple(shape), es)
         out, obase, rs, cs = (crd.reshape(-1), 0, width, 1) if width else (cnt, 0, 0, 0)
-        _nonzero(src, base, _mask(x.dtype), geom, n, out, obase, rs, cs, width, cnt, 0,
-                 contiguous, n if width else 0, first)
+        _nonzero(
+            src,
+            base,
+            _mask(x.dtype),
+            geom,
+            n,
+            out,
+            obase,
+            rs,
+            cs,
+            width,
+            cnt,
+            0,
+            contiguous,
+            n if width else 0,
+            first,
+        )
     return int(cnt[0]), crd.view(dtype)
 
 
@@ -337,5 +396,19 @@ def nonzero(x, width, count, coords, stream=None, limit=None):
         out, obase, rs, cs, limit = cnt, cbase, 0, 0, 0
     mask = _mask(x.dtype)
     geom = _nonzero_geometry(x.shape, sstr)
-    _nonzero(src, sbase, mask, geom, x.size, out, obase, rs, cs, width, cnt, cbase,
-             bool(x.flags.c_contiguous), x.size if limit is None else limit)
+    _nonzero(
+        src,
+        sbase,
+        mask,
+        geom,
+        x.size,
+        out,
+        obase,
+        rs,
+        cs,
+        width,
+        cnt,
+        cbase,
+        bool(x.flags.c_contiguous),
+        x.size if limit is None else limit,
+    )

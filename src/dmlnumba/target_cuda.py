@@ -16,9 +16,22 @@ from numba import cuda
 
 from . import config
 from . import kernels_cuda as K
-from .device_arrays import (DeviceView, Flat, _torch, _torch_of, call_stream,  # noqa: F401
-                            describe, flat, host_view, new_array, numba_array, staged,
-                            stream_of, to_host, view_of)
+from .device_arrays import (  # noqa: F401
+    DeviceView,
+    Flat,
+    _torch,
+    _torch_of,
+    call_stream,
+    describe,
+    flat,
+    host_view,
+    new_array,
+    numba_array,
+    staged,
+    stream_of,
+    to_host,
+    view_of,
+)
 from .layout import c_strides, extent, slice_geometry
 from .validation import nonzero_mask, uint_of_size
 from .validation import shares_memory as shares_memory_exact
@@ -62,7 +75,7 @@ def _materialize(v, s):
         return v
     h = np.ascontiguousarray(v.host)
     if any(st < 0 for st in h.strides):  # contiguous, but a reversed size-1 dimension,
-        h = h.copy()                     # which numba's to_device rejects
+        h = h.copy()  # which numba's to_device rejects
     d = cuda.to_device(h, stream=s)
     w = view_of(d, v.device)
     return w
@@ -150,6 +163,7 @@ class _Scratch:
             self.buf.copy_to_device(np.zeros(self.words, np.uint64))
         else:
             from numba.cuda.cudadrv.driver import device_memset
+
             device_memset(self.buf, 0, self.words * 8, stream=s)
         self.counter = 0
         self.epoch = 0
@@ -187,8 +201,9 @@ def overlaps(a, b):
 
 def shares_memory(a, b):
     """Whether ``a`` and ``b`` share memory (exact)."""
-    return shares_memory_exact(a.ptr, a.shape, a.strides, a.itemsize,
-                               b.ptr, b.shape, b.strides, b.itemsize)
+    return shares_memory_exact(
+        a.ptr, a.shape, a.strides, a.itemsize, b.ptr, b.shape, b.strides, b.itemsize
+    )
 
 
 def copy_into(src, dst, stream):
@@ -203,8 +218,9 @@ def copy_into(src, dst, stream):
 def leading_rows(coords, n):
     """The first ``n`` rows of a coordinates matrix ((R, N) or DirectML's padded shapes)."""
     shape = tuple(coords.shape[:-2]) + (n, coords.shape[-1])
-    return DeviceView(coords.obj, shape, coords.strides, coords.dtype, coords.ptr,
-                      coords.readonly, coords.device)
+    return DeviceView(
+        coords.obj, shape, coords.strides, coords.dtype, coords.ptr, coords.readonly, coords.device
+    )
 
 
 def _overlaps(a, b):
@@ -240,10 +256,23 @@ def _slice_plan(x, starts, steps, out):
     narrow = _slice_launch(8 * x.itemsize, shape, ss, ds, sb, db)
     wide = None
     k = 8 // x.itemsize
-    if k > 1 and ss[-1] == 1 and ds[-1] == 1 and shape[-1] % k == 0 and sb % k == 0 \
-            and db % k == 0 and all(v % k == 0 for v in ss[:-1] + ds[:-1]):
-        wide = _slice_launch(64, shape[:-1] + (shape[-1] // k,), tuple(v // k for v in ss[:-1]) + (1,),
-                             tuple(v // k for v in ds[:-1]) + (1,), sb // k, db // k)
+    if (
+        k > 1
+        and ss[-1] == 1
+        and ds[-1] == 1
+        and shape[-1] % k == 0
+        and sb % k == 0
+        and db % k == 0
+        and all(v % k == 0 for v in ss[:-1] + ds[:-1])
+    ):
+        wide = _slice_launch(
+            64,
+            shape[:-1] + (shape[-1] // k,),
+            tuple(v // k for v in ss[:-1]) + (1,),
+            tuple(v // k for v in ds[:-1]) + (1,),
+            sb // k,
+            db // k,
+        )
     return slo, sspan, dlo, dspan, narrow, wide
 
 
@@ -265,8 +294,7 @@ def _slice_launch(bits, shape, ss, ds, sb, db):
     nrows = max(1, min(config.CUDA_SLICE_ROWS, rows * nseg // config.CUDA_SLICE_TILES))
     ntiles = -(-rows // nrows) * nseg
     blocks = min(-(-ntiles // ty), 1 << 22)
-    return (bits, blocks, (tx, ty), (shape, ss, ds),
-            (sb, db, ndim, seg, nseg, rows, nrows, ntiles))
+    return (bits, blocks, (tx, ty), (shape, ss, ds), (sb, db, ndim, seg, nseg, rows, nrows, ntiles))
 
 
 def slice1(x, starts, steps, out, stream, fresh=False):
@@ -278,11 +306,23 @@ def slice1(x, starts, steps, out, stream, fresh=False):
             slice1(x, starts, steps, tmp, stream)
             slice1(tmp, (0,) * out.ndim, (1,) * out.ndim, out, stream)
             return
-        key = ("slice", x.shape, x.strides, x.itemsize, out.shape, out.strides, starts, steps,
-               config.CUDA_THREADS, config.CUDA_SLICE_ITEMS, config.CUDA_SLICE_ROWS,
-               config.CUDA_SLICE_TILES)
+        key = (
+            "slice",
+            x.shape,
+            x.strides,
+            x.itemsize,
+            out.shape,
+            out.strides,
+            starts,
+            steps,
+            config.CUDA_THREADS,
+            config.CUDA_SLICE_ITEMS,
+            config.CUDA_SLICE_ROWS,
+            config.CUDA_SLICE_TILES,
+        )
         slo, sspan, dlo, dspan, narrow, wide = _plan(
-            key, lambda: _slice_plan(x, starts, steps, out))
+            key, lambda: _slice_plan(x, starts, steps, out)
+        )
         _slice_launch_on(s, (slo, sspan, dlo, dspan, narrow, wide), x, x.ptr, out, out.ptr)
 
 
@@ -290,13 +330,17 @@ def _slice_launch_on(s, plan, x, xp, out, op):
     """Launch a planned slice1 from address ``xp`` (of ``x``) to ``op`` (of ``out``) on ``s``."""
     slo, sspan, dlo, dspan, narrow, wide = plan
     sp, dp = xp + slo, op + dlo
-    bits, blocks, block, rows, scalars = (
-        wide if wide is not None and not (sp | dp) & 7 else narrow)
+    bits, blocks, block, rows, scalars = wide if wide is not None and not (sp | dp) & 7 else narrow
     where = _where(s)
     g = _geometry(rows, scalars, s, where)
-    K.launch(K.kernel("slice", bits), blocks, block, s,
-             (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g),
-             where[0])
+    K.launch(
+        K.kernel("slice", bits),
+        blocks,
+        block,
+        s,
+        (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g),
+        where[0],
+    )
 
 
 def _nonzero_plan(x, width, count, coords, limit):
@@ -317,17 +361,32 @@ def _nonzero_plan(x, width, count, coords, limit):
     # CUDA_NONZERO_MIN_ITEMS to CUDA_NONZERO_ITEMS steps, in multiples of 4 (the
     # kernel's four-step path).
     items = min(config.CUDA_NONZERO_ITEMS, K.MAX_MASKS // (threads // 32))
-    items = max(min(config.CUDA_NONZERO_MIN_ITEMS, items),
-                min(items, x.size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4))
+    items = max(
+        min(config.CUDA_NONZERO_MIN_ITEMS, items),
+        min(items, x.size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4),
+    )
     ntiles = -(-x.size // (threads * items))
     rows = (x.shape, sstr)
-    scalars = (sbase, x.ndim, x.size, items, obase, rs, cs, width, cbase,
-               config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF, limit)
+    scalars = (
+        sbase,
+        x.ndim,
+        x.size,
+        items,
+        obase,
+        rs,
+        cs,
+        width,
+        cbase,
+        config.CUDA_NONZERO_LOOKBACK,
+        config.CUDA_NONZERO_BACKOFF,
+        limit,
+    )
     # 16-byte loads in the count pass: a C-contiguous input (element i at flat
     # position sbase + i) whose first element is 16-byte aligned (checked per call).
     cs_ = c_strides(tuple(x.shape))
     vec = config.CUDA_NONZERO_VECTOR and all(
-        n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_))
+        n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_)
+    )
     first = slo + sbase * x.itemsize if vec else None
     return slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first
 
@@ -348,13 +407,28 @@ def nonzero(x, width, count, coords, stream, limit=None):
                 _arg(f)[cbase] = 0
             else:
                 zero = np.zeros(1, uint_of_size(count.itemsize))
-                cuda.as_cuda_array(f)[cbase:cbase + 1].copy_to_device(zero, stream=s)
+                cuda.as_cuda_array(f)[cbase : cbase + 1].copy_to_device(zero, stream=s)
             return
-        key = ("nonzero", x.shape, x.strides, x.dtype, width, count.shape, count.strides,
-               count.itemsize, coords.shape, coords.strides, limit, config.CUDA_THREADS,
-               config.CUDA_NONZERO_ITEMS, config.CUDA_NONZERO_MIN_ITEMS, config.CUDA_NONZERO_TILES,
-               config.CUDA_NONZERO_VECTOR,
-               config.CUDA_NONZERO_LOOKBACK, config.CUDA_NONZERO_BACKOFF)
+        key = (
+            "nonzero",
+            x.shape,
+            x.strides,
+            x.dtype,
+            width,
+            count.shape,
+            count.strides,
+            count.itemsize,
+            coords.shape,
+            coords.strides,
+            limit,
+            config.CUDA_THREADS,
+            config.CUDA_NONZERO_ITEMS,
+            config.CUDA_NONZERO_MIN_ITEMS,
+            config.CUDA_NONZERO_TILES,
+            config.CUDA_NONZERO_VECTOR,
+            config.CUDA_NONZERO_LOOKBACK,
+            config.CUDA_NONZERO_BACKOFF,
+        )
         plan = _plan(key, lambda: _nonzero_plan(x, width, count, coords, limit))
         out = coords if width else count
         _nonzero_launch_on(s, plan, x, x.ptr, out, out.ptr, count, count.ptr)
@@ -381,6 +455,7 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
 
 # ------------------------------------------------------------------ repeated default calls
 
+
 def _library_io(lib, x):
     """For repeated default calls of library ``lib`` on ``x``'s device:
     ``(address of an input, the current stream's handle, new array)``."""
@@ -388,9 +463,13 @@ def _library_io(lib, x):
         torch = _torch()
         dev = x.obj.get_device()
         current, empty, dtypes = torch.cuda.current_stream, torch.empty, _torch_of
-        return ((lambda o: o.data_ptr()), (lambda: current(dev).cuda_stream),
-                (lambda shape, dt: empty(shape, dtype=dtypes[dt], device=dev)))
+        return (
+            (lambda o: o.data_ptr()),
+            (lambda: current(dev).cuda_stream),
+            (lambda shape, dt: empty(shape, dtype=dtypes[dt], device=dev)),
+        )
     import cupy
+
     get = cupy.cuda.get_current_stream
     return ((lambda o: o.data.ptr), (lambda: get().ptr), cupy.empty)
 
@@ -402,8 +481,7 @@ def _new_view(shape, dtype):
 
 
 def _fast_ok(x, lib):
-    return not K.SIM and x.host is None and x.device is None and x.size and lib in (
-        "torch", "cupy")
+    return not K.SIM and x.host is None and x.device is None and x.size and lib in ("torch", "cupy")
 
 
 def _layout(x):
@@ -427,6 +505,7 @@ def nonzero_runner(x, width, dtype, rows, lib):
         c, xs = alloc((1,), dtype), alloc((rows, width), dtype)
         _nonzero_launch_on(s, plan, x, ptr_of(obj), coords, ptr_of(xs), count, ptr_of(c))
         return c, xs
+
     return run
 
 
@@ -444,6 +523,7 @@ def slice1_runner(x, starts, steps, out_shape, lib):
         o = alloc(out.shape, x.dtype)
         _slice_launch_on(s, plan, x, ptr_of(obj), out, ptr_of(o))
         return o
+
     return run
 
 

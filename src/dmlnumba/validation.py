@@ -20,9 +20,17 @@ INT64_MAX = (1 << 63) - 1
 DML_DTYPES = tuple(
     np.dtype(t)
     for t in (
-        "float64", "float32", "float16",
-        "int64", "int32", "int16", "int8",
-        "uint64", "uint32", "uint16", "uint8",
+        "float64",
+        "float32",
+        "float16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint64",
+        "uint32",
+        "uint16",
+        "uint8",
     )
 )
 SLICE_DTYPES = frozenset(DML_DTYPES)
@@ -30,12 +38,18 @@ NONZERO_DTYPES = frozenset(DML_DTYPES + (np.dtype(np.bool_),))
 #: Coordinate/count types of nonzero_coordinates; uint32 is DirectML's.
 COORD_DTYPES = frozenset(np.dtype(t) for t in ("uint32", "uint64", "int64"))
 #: Largest element count whose coordinates and count fit each coordinate type.
-COORD_LIMITS = {np.dtype(np.uint32): (1 << 32) - 1,
-                np.dtype(np.uint64): INT64_MAX,
-                np.dtype(np.int64): INT64_MAX}
+COORD_LIMITS = {
+    np.dtype(np.uint32): (1 << 32) - 1,
+    np.dtype(np.uint64): INT64_MAX,
+    np.dtype(np.int64): INT64_MAX,
+}
 
-_UINT_BY_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16),
-                 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_UINT_BY_SIZE = {
+    1: np.dtype(np.uint8),
+    2: np.dtype(np.uint16),
+    4: np.dtype(np.uint32),
+    8: np.dtype(np.uint64),
+}
 
 
 def _names(dtypes):
@@ -55,7 +69,8 @@ def check_dtype(dtype, allowed, func, name="input"):
 def check_ndim(ndim, func, name="input"):
     if not 1 <= ndim <= MAX_DIMS:
         raise ValueError(
-            f"{func}(): {name} has {ndim} dimensions; DirectML tensors have 1 to {MAX_DIMS}")
+            f"{func}(): {name} has {ndim} dimensions; DirectML tensors have 1 to {MAX_DIMS}"
+        )
 
 
 def int_tuple(values, name, ndim, func):
@@ -78,14 +93,16 @@ def int_tuple(values, name, ndim, func):
             raise TypeError(f"{func}(): {name} must hold integers, not {values.dtype}")
         values = values.tolist()
     elif isinstance(values, (str, bytes)) or not isinstance(
-            values, (tuple, list, range, collections.abc.Sequence)):
+        values, (tuple, list, range, collections.abc.Sequence)
+    ):
         # Ordered sequences only: a dict would be read by its keys, a set in hash order.
         raise TypeError(
-            f"{func}(): {name} must be a sequence of {ndim} integers, not "
-            f"{type(values).__name__}")
+            f"{func}(): {name} must be a sequence of {ndim} integers, not {type(values).__name__}"
+        )
     if len(values) != ndim:
         raise ValueError(
-            f"{func}(): {name} has {len(values)} values but input has {ndim} dimensions")
+            f"{func}(): {name} has {len(values)} values but input has {ndim} dimensions"
+        )
     out = []
     for i, v in enumerate(values):
         if type(v) is not int:
@@ -95,7 +112,8 @@ def int_tuple(values, name, ndim, func):
                 v = operator.index(v)
             except TypeError:
                 raise TypeError(
-                    f"{func}(): {name}[{i}] must be an integer, not {type(v).__name__}") from None
+                    f"{func}(): {name}[{i}] must be an integer, not {type(v).__name__}"
+                ) from None
         if not INT64_MIN <= v <= INT64_MAX:
             raise ValueError(f"{func}(): {name}[{i}] = {v} does not fit in int64")
         out.append(v)
@@ -145,11 +163,13 @@ def _slice1_check(shape, offsets, sizes, strides, output_sizes):
         if s < 1:
             raise ValueError(
                 f"{f}(): sizes[{d}] = {s}; the window must span at least 1 element in every "
-                f"dimension")
+                f"dimension"
+            )
         if o + s > n:
             raise ValueError(
                 f"{f}(): window out of bounds for dimension {d}: offsets[{d}] + sizes[{d}] = "
-                f"{o} + {s} = {o + s} > input.shape[{d}] = {n}")
+                f"{o} + {s} = {o + s} > input.shape[{d}] = {n}"
+            )
         most = 1 + (s - 1) // abs(t)
         if output_sizes is None:
             m = most
@@ -158,7 +178,8 @@ def _slice1_check(shape, offsets, sizes, strides, output_sizes):
             if not 1 <= m <= most:
                 raise ValueError(
                     f"{f}(): output_sizes[{d}] = {m} is out of range for dimension {d}: it must "
-                    f"be between 1 and 1 + (sizes[{d}] - 1) // abs(strides[{d}]) = {most}")
+                    f"be between 1 and 1 + (sizes[{d}] - 1) // abs(strides[{d}]) = {most}"
+                )
         starts.append(o if t > 0 else o + s - 1)
         out_shape.append(m)
     return tuple(starts), strides, tuple(out_shape)
@@ -184,7 +205,8 @@ def check_strides(a, name, func):
     for d, (s, n) in enumerate(zip(a.strides, a.shape)):
         if s % isz and n > 1:
             raise ValueError(
-                f"{func}(): {name}.strides[{d}] = {s} is not a multiple of the item size {isz}")
+                f"{func}(): {name}.strides[{d}] = {s} is not a multiple of the item size {isz}"
+            )
 
 
 def check_no_overlap(out, name, func):
@@ -193,7 +215,8 @@ def check_no_overlap(out, name, func):
     if self_overlaps(out.shape, out.strides, out.itemsize):
         raise ValueError(
             f"{func}(): {name} has overlapping memory (strides {tuple(out.strides)}, shape "
-            f"{tuple(out.shape)}); it must be able to hold every element separately")
+            f"{tuple(out.shape)}); it must be able to hold every element separately"
+        )
 
 
 def self_overlaps(shape, strides, itemsize):
@@ -235,13 +258,16 @@ class _Addresses:
     """An ``__array_interface__`` over an address range that is never read."""
 
     def __init__(self, ptr, shape, strides, itemsize):
-        self.__array_interface__ = {"shape": tuple(shape), "strides": tuple(strides),
-                                    "typestr": f"|V{itemsize}", "data": (ptr, True),
-                                    "version": 3}
+        self.__array_interface__ = {
+            "shape": tuple(shape),
+            "strides": tuple(strides),
+            "typestr": f"|V{itemsize}",
+            "data": (ptr, True),
+            "version": 3,
+        }
 
 
-def shares_memory(a_ptr, a_shape, a_strides, a_itemsize, b_ptr, b_shape, b_strides,
-                  b_itemsize):
+def shares_memory(a_ptr, a_shape, a_strides, a_itemsize, b_ptr, b_shape, b_strides, b_itemsize):
     """Whether two strided arrays, given by the address of element 0, shape, byte
     strides and item size, share a byte (exact: ``numpy.shares_memory`` on
     stand-in arrays over the same addresses, which only does arithmetic on them).
@@ -264,7 +290,8 @@ def host_array(a, name, func):
     if isinstance(a, np.ma.MaskedArray):
         raise TypeError(
             f"{func}(): {name} is a numpy.ma.MaskedArray, whose mask dmlnumba would ignore; "
-            f"pass {name}.filled(0) (or {name}.data) instead")
+            f"pass {name}.filled(0) (or {name}.data) instead"
+        )
     return np.ndarray.view(a, np.ndarray)
 
 
@@ -297,7 +324,8 @@ def nonzero_width(shape, width, f="nonzero_coordinates"):
     if not lo <= width <= ndim:
         raise ValueError(
             f"{f}(): width = {width} is out of range for an input of shape {tuple(shape)}: it must "
-            f"be between the effective rank {lo} and the number of dimensions {ndim}")
+            f"be between the effective rank {lo} and the number of dimensions {ndim}"
+        )
     return width
 
 
@@ -311,7 +339,8 @@ def coord_dtype(dtype, size, f="nonzero_coordinates"):
     if size > COORD_LIMITS[dt]:
         raise ValueError(
             f"{f}(): input has {size} elements, more than dtype {dt} can count and index "
-            f"(at most {COORD_LIMITS[dt]}); pass dtype=numpy.uint64 or numpy.int64")
+            f"(at most {COORD_LIMITS[dt]}); pass dtype=numpy.uint64 or numpy.int64"
+        )
     return dt
 
 
@@ -322,13 +351,16 @@ def max_count(value, size, dtype, f="nonzero_coordinates"):
         return size
     value = _int_arg(value, "max_count", f)
     if not 0 <= value <= COORD_LIMITS[dtype]:
-        raise ValueError(f"{f}(): max_count = {value} is out of range: it must be between 0 and "
-                         f"{COORD_LIMITS[dtype]} (what dtype {dtype} can count)")
+        raise ValueError(
+            f"{f}(): max_count = {value} is out of range: it must be between 0 and "
+            f"{COORD_LIMITS[dtype]} (what dtype {dtype} can count)"
+        )
     return value
 
 
-def coordinates_matrix_shape(out_shape, rows, width, name="out_coordinates",
-                             f="nonzero_coordinates"):
+def coordinates_matrix_shape(
+    out_shape, rows, width, name="out_coordinates", f="nonzero_coordinates"
+):
     """Where ``out_coordinates`` has shape (R, N), (1, 1, R, N) or (1, 1, 1, R, N) with
     R >= rows and N == width, return R; else raise ValueError."""
     out_shape = tuple(out_shape)
@@ -336,14 +368,16 @@ def coordinates_matrix_shape(out_shape, rows, width, name="out_coordinates",
     if len(out_shape) not in (2, 4, 5) or any(n != 1 for n in lead):
         raise ValueError(
             f"{f}(): {name} has shape {out_shape}; expected (rows, {width}), (1, 1, rows, {width}) "
-            f"or (1, 1, 1, rows, {width}) with rows >= {rows}")
+            f"or (1, 1, 1, rows, {width}) with rows >= {rows}"
+        )
     r, n = out_shape[-2:]
     if n != width:
         raise ValueError(f"{f}(): {name} has {n} columns, expected width = {width}")
     if r < rows:
         raise ValueError(
             f"{f}(): {name} has {r} rows, too few for an input of {rows} elements (it needs "
-            f"at least {rows})")
+            f"at least {rows})"
+        )
     return r
 
 

@@ -1,13 +1,17 @@
 """Translate a NumPy basic-slice index into SLICE1's parameters (plain Python)."""
 
 import operator
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .validation import check_ndim
 
 
-def window(shape, index):
+def window(
+    shape: Sequence[int], index: Any
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """SLICE1 parameters for a NumPy basic-slice index.
 
     ``index`` is what goes between the brackets of ``x[...]``: a slice, an
@@ -27,8 +31,9 @@ def window(shape, index):
     ndim = len(shape)
     check_ndim(ndim, "window", "shape")
     if any(n < 0 or n > (1 << 63) - 1 for n in shape):
-        raise ValueError(f"window(): shape {shape} has a size that is negative or does not "
-                         f"fit in int64")
+        raise ValueError(
+            f"window(): shape {shape} has a size that is negative or does not fit in int64"
+        )
     if not isinstance(index, tuple):
         index = (index,)
     n_ell = sum(1 for i in index if i is Ellipsis)
@@ -42,16 +47,17 @@ def window(shape, index):
         if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
             raise TypeError(
                 f"window(): index[{k}] = {i} is an integer, which drops a dimension; SLICE1 keeps "
-                f"the rank, so write {i}:{i + 1} (or -1: for -1) instead")
-        raise TypeError(
-            f"window(): index[{k}] must be a slice or Ellipsis, not {type(i).__name__}")
+                f"the rank, so write {i}:{i + 1} (or -1: for -1) instead"
+            )
+        raise TypeError(f"window(): index[{k}] must be a slice or Ellipsis, not {type(i).__name__}")
     n_sl = len(index) - n_ell
     if n_sl > ndim:
         raise IndexError(
-            f"window(): too many indices: shape has {ndim} dimensions but {n_sl} were indexed")
+            f"window(): too many indices: shape has {ndim} dimensions but {n_sl} were indexed"
+        )
     if n_ell:
         e = index.index(Ellipsis)
-        index = index[:e] + (slice(None),) * (ndim - n_sl) + index[e + 1:]
+        index = index[:e] + (slice(None),) * (ndim - n_sl) + index[e + 1 :]
     else:
         index = index + (slice(None),) * (ndim - n_sl)
     offsets, sizes, strides, out = [], [], [], []
@@ -61,7 +67,8 @@ def window(shape, index):
         if length == 0:
             raise ValueError(
                 f"window(): index {sl} selects no elements of dimension {d} (size {n}); SLICE1 "
-                f"windows cannot be empty")
+                f"windows cannot be empty"
+            )
         last = start + (length - 1) * step
         offsets.append(min(start, last))
         sizes.append(abs(last - start) + 1)
