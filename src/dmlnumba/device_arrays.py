@@ -25,7 +25,7 @@ from numba import cuda
 
 from .arrays import is_cuda_array, library
 from .layout import c_strides, extent
-from .validation import uint_of_size
+from .validation import NONZERO_DTYPES, uint_of_size
 
 #: numba's CUDA simulator: device arrays wrap host arrays and kernels run in Python.
 SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
@@ -113,20 +113,6 @@ def _read_cupy(a):
     return a.data.ptr, a.shape, a.strides, a.dtype, False
 
 
-_TORCH_DTYPES = (
-    "float64",
-    "float32",
-    "float16",
-    "int64",
-    "int32",
-    "int16",
-    "int8",
-    "uint64",
-    "uint32",
-    "uint16",
-    "uint8",
-    "bool",
-)
 _torch_dtypes: dict = {}  # torch dtype -> NumPy dtype
 _torch_of: dict = {}  # NumPy dtype -> torch dtype
 
@@ -135,10 +121,10 @@ def _torch():
     import torch
 
     if not _torch_dtypes:
-        for n in _TORCH_DTYPES:
-            if hasattr(torch, n):
-                _torch_dtypes[getattr(torch, n)] = np.dtype(n)
-                _torch_of[np.dtype(n)] = getattr(torch, n)
+        for d in NONZERO_DTYPES:  # DirectML's dtypes and bool
+            if hasattr(torch, d.name):
+                _torch_dtypes[getattr(torch, d.name)] = d
+                _torch_of[d] = getattr(torch, d.name)
     return torch
 
 
