@@ -15,10 +15,11 @@ from .arrays import is_dask, library
 from .dispatch import resolve
 from .window import window  # noqa: F401  (re-exported)
 
-#: Validated CPU calls into new outputs, by everything their validation read
-#: (dtype, shape and strides of the input, and the parameters): a repeat of such
-#: a call skips validation and layout work.  Parameters are keys only when they
-#: are tuples of Python ints (so that 1.0 or True never stands for 1).
+#: Validated calls into new outputs (NumPy arrays on the CPU, PyTorch CUDA tensors
+#: and CuPy arrays on their GPU), by everything their validation read (the input's
+#: type, dtype, shape, strides and device, and the parameters): a repeat of such a
+#: call skips validation and layout work.  Parameters are keys only when they are
+#: tuples of Python ints (so that 1.0 or True never stands for 1).
 _runners: dict[tuple, Any] = {}  # runner functions (nonzero ones carry .lib, .target)
 
 
@@ -108,10 +109,6 @@ def _nonzero_key(f, input, width, dtype, max_count, device, stream):
     return None
 
 
-def _runner_for(target, make_cpu, make_cuda):
-    return make_cpu() if target is target_cpu else make_cuda()
-
-
 def _check_stream(target, stream, func):
     if stream is not None and target.name != "cuda":
         raise ValueError(f"{func}(): stream= applies to CUDA calls only; this call runs on the CPU")
@@ -176,14 +173,10 @@ def slice1(
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
     v.check_strides(x, "input", f)
     if key is not None:
-        run = _runner_for(
-            target,
-            lambda: target_cpu.slice1_runner(x, starts, steps, out_shape),
-            lambda: target.slice1_runner(x, starts, steps, out_shape, lib),
-        )
+        run = target.slice1_runner(x, starts, steps, out_shape, lib)
         if run is not None:
             _remember(key, run)
-            return run(x if target is target_cpu else input)
+            return run(input)
     if out is None:
         new = target.empty(out_shape, x.dtype, stream, x, lib)
         target.slice1(
@@ -234,13 +227,14 @@ def nonzero_coordinates(
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
+    key = None
     if out_count is None and out_coordinates is None:  # a repeated call: its runner
         key = _nonzero_key("nonzero_coordinates", input, width, dtype, max_count, device, stream)
         run = _runners.get(key) if key is not None else None
         if run is not None:
             return run(input)
     lib, target, count, coords = _nonzero(
-        input, width, dtype, max_count, out_count, out_coordinates, device, stream
+        input, width, dtype, max_count, out_count, out_coordinates, device, stream, key=key
     )[:4]
     if out_count is None:
         count = _as_library(lib, target, count)
@@ -259,13 +253,11 @@ def _nonzero(
     device,
     stream,
     f="nonzero_coordinates",
+    key=None,
 ):
-    key = None
-    if out_count is None and out_coordinates is None:
-        key = _nonzero_key(f, input, width, dtype, max_count, device, stream)
-        run = _runners.get(key) if key is not None else None
-        if run is not None:
-            return (run.lib, run.target) + run(input) + (None,)
+    """``(library, target, count, coordinates, call)``; ``call`` is None where the
+    call ran through a new runner (stored under ``key``, the caller's
+    :func:`_nonzero_key`, which found none), else ``(stream, input, count view)``."""
     if is_dask(input):
         from . import chunked
 
@@ -286,15 +278,11 @@ def _nonzero(
             f"at most {target.MAX_ELEMENTS}"
         )
     if key is not None:
-        run = _runner_for(
-            target,
-            lambda: target_cpu.nonzero_runner(x, w, dt, rows),
-            lambda: target.nonzero_runner(x, w, dt, rows, lib),
-        )
+        run = target.nonzero_runner(x, w, dt, rows, lib)
         if run is not None:
             run.lib, run.target = lib, target
             _remember(key, run)
-            return (lib, target) + run(x if target is target_cpu else input) + (None,)
+            return (lib, target) + run(input) + (None,)
     oc = ox = None
     if out_count is not None:
         oc = _check_out(target, out_count, dt, None, "out_count", f)
@@ -346,9 +334,15 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
 
     On CUDA this reads the count back to the host, so it waits for the GPU once.
     """
-    lib, target, count, coords, call = _nonzero(
-        input, None, np.int64, None, None, None, device, stream, "argwhere"
-    )
+    key = _nonzero_key("argwhere", input, None, np.int64, None, device, stream)
+    run = _runners.get(key) if key is not None else None
+    if run is not None:
+        lib, target, call = run.lib, run.target, None
+        count, coords = run(input)
+    else:
+        lib, target, count, coords, call = _nonzero(
+            input, None, np.int64, None, None, None, device, stream, "argwhere", key
+        )
     if target is None:  # a dask array: the compact rows, lazily
         return coords
     if call is None:  # a repeated call into new outputs, on the library's current stream

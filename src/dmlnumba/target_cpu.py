@@ -240,10 +240,12 @@ def _reader(x):
     return lambda x: flat(x, False)[0]
 
 
-def slice1_runner(x, starts, steps, out_shape):
+def slice1_runner(x, starts, steps, out_shape, lib=None):
     """A function that runs this validated slice1 call (into a new output) on any
     input laid out like ``x`` (same dtype, shape and strides), with the layout
-    work done once.  :mod:`dmlnumba.api` keeps these for repeated calls."""
+    work done once.  :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``:
+    the input's library, as for :func:`dmlnumba.target_cuda.slice1_runner` (only
+    plain NumPy arrays reach this target's runners, so None)."""
     dtype = x.dtype
     u = uint_of_size(dtype.itemsize)
     size = 1
@@ -303,7 +305,7 @@ def _nonzero_geometry(shape, strides):
     return g
 
 
-def nonzero_runner(x, width, dtype, rows):
+def nonzero_runner(x, width, dtype, rows, lib=None):
     """Like :func:`slice1_runner`, for nonzero_coordinates into new outputs of
     ``dtype`` with ``rows`` rows: the function returns ``(count, coordinates)``."""
     n = x.size
