@@ -11,7 +11,7 @@ import numpy as np
 
 from . import target_cpu
 from . import validation as v
-from .arrays import is_dask, library
+from .arrays import is_dask, library, on_current_cupy_device
 from .dispatch import resolve
 from .window import window  # noqa: F401  (re-exported)
 
@@ -91,6 +91,9 @@ def _fresh_key(input, device, stream):
             input.layout,
         )
     if lib == "cupy":
+        # A runner allocates on CuPy's current device: other devices take the full path.
+        if not on_current_cupy_device(input):
+            return None
         return (tp, input.dtype, input.shape, input.strides, input.device.id)
     return None
 

@@ -58,3 +58,11 @@ def is_dask(x: Any) -> bool:
     """Whether ``x`` is a ``dask.array.Array``."""
     tp = type(x)
     return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith("dask.array")
+
+
+def on_current_cupy_device(a: Any) -> bool:
+    """Whether CuPy array ``a`` lives on CuPy's current device (CuPy is loaded
+    already: ``a`` is one of its arrays)."""
+    import cupy
+
+    return bool(a.device.id == cupy.cuda.runtime.getDevice())

@@ -302,6 +302,27 @@ def call_stream(lib, stream, v):
         return cupy.cuda.get_current_stream().ptr or None
 
 
+def library_io(lib, v):
+    """For repeated default calls of library ``lib`` (PyTorch or CuPy) on inputs on
+    ``v``'s device: ``(address of an input, the current stream's handle, new array)``.
+    The fast counterpart of :func:`call_stream` and :func:`new_array` with
+    ``stream=None``; CuPy calls reach it only where the current device is the
+    input's (see ``dmlnumba.api._fresh_key``)."""
+    if lib == "torch":
+        torch = _torch()
+        dev = _torch_device(v)
+        current, empty, dtypes = torch.cuda.current_stream, torch.empty, _torch_of
+        return (
+            (lambda o: o.data_ptr()),
+            (lambda: current(dev).cuda_stream),
+            (lambda shape, dt: empty(shape, dtype=dtypes[dt], device=dev)),
+        )
+    import cupy
+
+    get = cupy.cuda.get_current_stream
+    return ((lambda o: o.data.ptr), (lambda: get().ptr), cupy.empty)
+
+
 # ---------------------------------------------------------------------------- new arrays
 
 _pools: dict = {}

@@ -19,12 +19,11 @@ from . import kernels_cuda as K
 from .device_arrays import (  # noqa: F401
     DeviceView,
     Flat,
-    _torch,
-    _torch_of,
     call_stream,
     describe,
     flat,
     host_view,
+    library_io,
     new_array,
     numba_array,
     staged,
@@ -456,24 +455,6 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
 # ------------------------------------------------------------------ repeated default calls
 
 
-def _library_io(lib, x):
-    """For repeated default calls of library ``lib`` on ``x``'s device:
-    ``(address of an input, the current stream's handle, new array)``."""
-    if lib == "torch":
-        torch = _torch()
-        dev = x.obj.get_device()
-        current, empty, dtypes = torch.cuda.current_stream, torch.empty, _torch_of
-        return (
-            (lambda o: o.data_ptr()),
-            (lambda: current(dev).cuda_stream),
-            (lambda shape, dt: empty(shape, dtype=dtypes[dt], device=dev)),
-        )
-    import cupy
-
-    get = cupy.cuda.get_current_stream
-    return ((lambda o: o.data.ptr), (lambda: get().ptr), cupy.empty)
-
-
 def _new_view(shape, dtype):
     """A view of a new C-contiguous array (pointer filled in per call)."""
     strides = tuple(v * dtype.itemsize for v in c_strides(shape))
@@ -495,7 +476,7 @@ def nonzero_runner(x, width, dtype, rows, lib):
     where the call has no kernel to run (empty input, no rows or columns)."""
     if not (_fast_ok(x, lib) and width and rows):
         return None
-    ptr_of, handle, alloc = _library_io(lib, x)
+    ptr_of, handle, alloc = library_io(lib, x)
     x = _layout(x)
     count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
     plan = _nonzero_plan(x, width, count, coords, rows)
@@ -513,7 +494,7 @@ def slice1_runner(x, starts, steps, out_shape, lib):
     """A repeated default slice1 call (see :func:`nonzero_runner`)."""
     if not _fast_ok(x, lib) or not all(out_shape):
         return None
-    ptr_of, handle, alloc = _library_io(lib, x)
+    ptr_of, handle, alloc = library_io(lib, x)
     x = _layout(x)
     out = _new_view(tuple(out_shape), x.dtype)
     plan = _slice_plan(x, starts, steps, out)
