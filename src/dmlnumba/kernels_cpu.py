@@ -379,21 +379,35 @@ def _scan(rows, nblocks):
 
 #: The nonzero drivers' parameter block: one int64 array, built once per layout
 #: (a call passes six arguments, not seventeen: numba's dispatch costs per argument).
-(
-    P_SRC_BASE,
-    P_FIRST,
-    P_N,
-    P_BLOCK,
-    P_NBLOCKS,
-    P_OUT_BASE,
-    P_RS,
-    P_CS,
-    P_WIDTH,
-    P_COUNT_POS,
-    P_CONTIGUOUS,
-    P_LIMIT,
-) = range(12)
-N_PARAMS = 12
+#: Its fields, in order; :func:`nonzero_params` builds it, :func:`_params` reads it.
+PARAMS = (
+    "src_base",  # index of element 0 in the flat input view
+    "first",  # the input's first element in the row-major order of ``geom``'s shape
+    "n",  # elements
+    "block",  # elements per block
+    "nblocks",
+    "out_base",  # index of coordinate row 0, column 0 in the flat output view
+    "rs",  # row and column strides of the output, in items
+    "cs",
+    "width",  # columns
+    "count_pos",  # index of the count in its flat view
+    "contiguous",  # 1: element e is src[src_base + e]
+    "limit",  # rows the output holds
+)
+
+
+def nonzero_params(block, **fields):
+    """The parameter block for these fields (all of :data:`PARAMS` but ``block``
+    and ``nblocks``) and block size; plain Python."""
+    fields["block"] = block
+    fields["nblocks"] = max(1, -(-fields["n"] // block))
+    return np.array([int(fields[f]) for f in PARAMS], np.int64)
+
+
+@_inline
+def _params(p):
+    """The fields of a parameter block, in :data:`PARAMS` order (``contiguous`` as a bool)."""
+    return p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10] != 0, p[11]
 
 
 @jit(nogil=True)
@@ -403,8 +417,9 @@ def nonzero(src, mask, geom, p, out, count):
     all fit (``limit``, the rows ``out`` holds, is at least ``n``) needs no scan, so
     no counting pass either: its write, bounded by the worst case (every element),
     ends on the count."""
-    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], p[P_NBLOCKS]
-    contiguous, limit = p[P_CONTIGUOUS] != 0, p[P_LIMIT]
+    src_base, first, n, block, nblocks, out_base, rs, cs, width, count_pos, contiguous, limit = (
+        _params(p)
+    )
     rows = np.empty(nblocks + 1, np.int64)
     one_pass = nblocks == 1 and limit >= n
     rows[0] = 0
@@ -428,15 +443,15 @@ def nonzero(src, mask, geom, p, out, count):
             block,
             np.int64(b),
             out,
-            p[P_OUT_BASE],
-            p[P_RS],
-            p[P_CS],
-            p[P_WIDTH],
+            out_base,
+            rs,
+            cs,
+            width,
             min(rows[b], limit),
             min(rows[b + 1], limit),
             contiguous,
         )
-    count[p[P_COUNT_POS]] = end if one_pass else rows[nblocks]
+    count[count_pos] = end if one_pass else rows[nblocks]
 
 
 @jit(parallel=True, nogil=True)
@@ -451,11 +466,11 @@ def nonzero_parallel(src, mask, geom, p, out, count):
     row; pass 2 writes each block's rows, those below ``limit`` (the rows ``out``
     holds).  The result is in ascending element order with no sort and no atomics;
     the count is the true count, also where it exceeds ``limit``.  The scalars
-    arrive in ``p`` (the ``P_*`` indices).
+    arrive in ``p`` (:data:`PARAMS`).
     """
-    src_base, first, n, block, nblocks = p[P_SRC_BASE], p[P_FIRST], p[P_N], p[P_BLOCK], p[P_NBLOCKS]
-    out_base, rs, cs, width = p[P_OUT_BASE], p[P_RS], p[P_CS], p[P_WIDTH]
-    contiguous, limit = p[P_CONTIGUOUS] != 0, p[P_LIMIT]
+    src_base, first, n, block, nblocks, out_base, rs, cs, width, count_pos, contiguous, limit = (
+        _params(p)
+    )
     rows = np.empty(nblocks + 1, np.int64)
     for b in prange(nblocks):
         rows[b + 1] = _count_block(
@@ -481,4 +496,4 @@ def nonzero_parallel(src, mask, geom, p, out, count):
             min(rows[b + 1], limit),
             contiguous,
         )
-    count[p[P_COUNT_POS]] = rows[nblocks]
+    count[count_pos] = rows[nblocks]

@@ -100,29 +100,6 @@ def _copy(src, src_base, dst, dst_base, geom, size):
         _run(k.slice_copy, ("slice1", bits), src, src_base, dst, dst_base, geom, chunk, nchunks)
 
 
-def _nonzero_params(src_base, first, size, out_base, rs, cs, width, count_pos, contiguous, limit):
-    """The nonzero drivers' parameter block (``kernels_cpu.P_*``) and its block count."""
-    block = config.CPU_NONZERO_BLOCK
-    nblocks = max(1, -(-size // block))
-    return np.array(
-        [
-            src_base,
-            first,
-            size,
-            block,
-            nblocks,
-            out_base,
-            rs,
-            cs,
-            width,
-            count_pos,
-            int(contiguous),
-            limit,
-        ],
-        np.int64,
-    ), nblocks
-
-
 def _nonzero(
     src,
     src_base,
@@ -142,16 +119,32 @@ def _nonzero(
 ):
     """Run the nonzero kernel over ``size`` elements (from element ``first`` of the
     shape in ``geom``), writing at most ``limit`` rows (see :func:`_copy`)."""
-    p, nblocks = _nonzero_params(
-        src_base, first, size, out_base, rs, cs, width, count_pos, contiguous, limit
+    p = kernels().nonzero_params(
+        config.CPU_NONZERO_BLOCK,
+        src_base=src_base,
+        first=first,
+        n=size,
+        out_base=out_base,
+        rs=rs,
+        cs=cs,
+        width=width,
+        count_pos=count_pos,
+        contiguous=contiguous,
+        limit=limit,
     )
-    _nonzero_with(p, nblocks, src, mask, geom, out, count)
+    _nonzero_with(p, src, mask, geom, out, count)
 
 
-def _nonzero_with(p, nblocks, src, mask, geom, out, count):
+def _parallel(p):
+    """Whether the nonzero of parameter block ``p`` runs on numba's threads."""
+    k = kernels()
+    return p[k.PARAMS.index("nblocks")] > 1 and p[k.PARAMS.index("n")] >= config.CPU_PARALLEL_MIN
+
+
+def _nonzero_with(p, src, mask, geom, out, count):
     k = kernels()
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
-    if nblocks > 1 and p[k.P_N] >= config.CPU_PARALLEL_MIN and _threads_ok():
+    if _parallel(p) and _threads_ok():
         _run(k.nonzero_parallel, key + ("parallel",), src, mask, geom, p, out, count)
     else:
         _run(k.nonzero, key, src, mask, geom, p, out, count)
@@ -320,8 +313,20 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
     view = u != dtype
     read = _reader(x)
 
-    p, nblocks = _nonzero_params(sbase, 0, n, 0, width, 1, width, 0, contiguous, rows)
-    serial = nblocks == 1 or n < config.CPU_PARALLEL_MIN  # as _nonzero_with decides
+    p = kernels().nonzero_params(
+        config.CPU_NONZERO_BLOCK,
+        src_base=sbase,
+        first=0,
+        n=n,
+        out_base=0,
+        rs=width,
+        cs=1,
+        width=width,
+        count_pos=0,
+        contiguous=contiguous,
+        limit=rows,
+    )
+    serial = not _parallel(p)
     kernel = None
 
     def run(x):
@@ -331,7 +336,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
         if kernel is not None:  # small inputs: the compiled serial kernel, called directly
             kernel(read(x), mask, geom, p, crd, cnt)
         else:
-            _nonzero_with(p, nblocks, read(x), mask, geom, crd, cnt)
+            _nonzero_with(p, read(x), mask, geom, crd, cnt)
             if serial:  # compiled (or loaded) by the call just made
                 kernel = kernels().nonzero
         crd = crd.reshape(shape)
