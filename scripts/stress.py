@@ -21,19 +21,9 @@ import traceback
 
 import numpy as np
 
-DTYPES = [
-    "float64",
-    "float32",
-    "float16",
-    "int64",
-    "int32",
-    "int16",
-    "int8",
-    "uint64",
-    "uint32",
-    "uint16",
-    "uint8",
-]
+from dmlnumba.validation import DML_DTYPES
+
+DTYPES = [d.name for d in DML_DTYPES]
 
 
 def _array(rng):
