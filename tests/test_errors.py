@@ -281,6 +281,20 @@ def test_errors_are_the_same_on_every_device(device):
     assert (to_host(out) == SENTINEL).all()
 
 
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
+@pytest.mark.parametrize("stream", ["s", 1.5, True, object()])
+def test_bad_streams_name_the_function(device, stream):
+    x = to_device(X, device)
+    out = to_device(np.full((4, 2, 3), SENTINEL, np.float32), device)
+    with pytest.raises(TypeError, match=r"^slice1\(\): stream must be a numba, PyTorch"):
+        _slice_call(x=x, out=out, device=device, stream=stream)
+    assert (to_host(out) == SENTINEL).all()
+    with pytest.raises(TypeError, match=r"^nonzero_coordinates\(\): stream must be"):
+        dmlnumba.nonzero_coordinates(x, device=device, stream=stream)
+    with pytest.raises(TypeError, match=r"^argwhere\(\): stream must be"):
+        dmlnumba.argwhere(x, device=device, stream=stream)
+
+
 def test_a_repeated_call_is_checked_like_the_first():
     """Calls into new CPU outputs remember validated windows and widths; a later
     call with equal values of a wrong type (1.0, True) must still be a TypeError,

@@ -115,6 +115,7 @@ def _nonzero_key(f, input, width, dtype, max_count, device, stream):
 def _check_stream(target, stream, func):
     if stream is not None and target.name != "cuda":
         raise ValueError(f"{func}(): stream= applies to CUDA calls only; this call runs on the CPU")
+    target.check_stream(stream, func)
 
 
 def _check_out(target, out, dtype, shape, name, func):

@@ -237,12 +237,8 @@ def stream_of(stream):
         if s is None:
             s = _streams[None] = cuda.legacy_default_stream()
         return s
-    if (
-        hasattr(stream, "handle")
-        and hasattr(stream, "synchronize")
-        and hasattr(stream, "auto_synchronize")
-    ):
-        return stream  # already a numba stream
+    if _is_numba_stream(stream):
+        return stream
     handle = _handle(stream)
     s = _streams.get(handle)
     if s is None:
@@ -252,21 +248,36 @@ def stream_of(stream):
     return s
 
 
-def _handle(stream):
+def _is_numba_stream(stream):
+    return (
+        hasattr(stream, "handle")
+        and hasattr(stream, "synchronize")
+        and hasattr(stream, "auto_synchronize")
+    )
+
+
+def _handle(stream, func="dmlnumba"):
+    """The raw handle of a PyTorch (``cuda_stream``), CuPy (``ptr``) or numba stream,
+    or of a raw integer handle; TypeError naming ``func`` for anything else."""
     handle = getattr(stream, "cuda_stream", None)
     if handle is None:
         handle = getattr(stream, "ptr", None)
     if handle is None and isinstance(stream, int) and not isinstance(stream, bool):
         handle = stream
-    if handle is None:
-        h = getattr(stream, "handle", None)  # a numba stream
-        if h is not None:
-            return int(stream)
+    if handle is None and _is_numba_stream(stream):
+        handle = int(stream)
+    if not isinstance(handle, int) or isinstance(handle, bool):
         raise TypeError(
-            f"stream must be a numba, PyTorch or CuPy stream or a stream handle, "
+            f"{func}(): stream must be a numba, PyTorch or CuPy stream or a stream handle, "
             f"not {type(stream).__name__}"
         )
-    return int(handle)
+    return handle
+
+
+def check_stream(stream, func):
+    """TypeError naming ``func`` where ``stream=`` is no stream this target takes."""
+    if stream is not None and not _is_numba_stream(stream):
+        _handle(stream, func)
 
 
 def _torch_device(v):

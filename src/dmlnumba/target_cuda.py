@@ -20,6 +20,7 @@ from .device_arrays import (  # noqa: F401
     DeviceView,
     Flat,
     call_stream,
+    check_stream,
     describe,
     flat,
     host_view,
