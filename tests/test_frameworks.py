@@ -257,3 +257,23 @@ def test_repeated_default_calls_read_each_input(lib):
         np.testing.assert_array_equal(_host(arg).reshape(-1, 3), want)
         np.testing.assert_array_equal(_host(window), h[1:, ::-3, ::2])
         _check_library(window, devs[0])
+
+
+def test_torch_cpu_tensors_as_outputs():
+    """A PyTorch CPU tensor as ``out=`` is written in place and returned; one that
+    NumPy cannot write (it requires grad) is a TypeError naming the parameter."""
+    torch = pytest.importorskip("torch")
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    out = torch.full((3, 2), -1.0)
+    got = dmlnumba.slice1(t, (0, 0), (3, 4), (-1, 2), out=out)
+    assert got is out
+    np.testing.assert_array_equal(out.numpy(), t.numpy()[::-1, ::2])
+    count = torch.zeros(1, dtype=torch.int64)
+    coords = torch.zeros((12, 2), dtype=torch.int64)
+    dmlnumba.nonzero_coordinates(t, dtype=np.int64, out_count=count, out_coordinates=coords)
+    assert int(count[0]) == 11
+    np.testing.assert_array_equal(coords.numpy()[:11], np.argwhere(t.numpy()))
+    bad = torch.zeros((3, 2), requires_grad=True)
+    with pytest.raises(TypeError, match=r"^slice1\(\): out cannot be written as a NumPy array"):
+        dmlnumba.slice1(t, (0, 0), (3, 4), (-1, 2), out=bad)
+    assert not bad.detach().any()
