@@ -18,11 +18,13 @@ class _Dev:
 
 
 api.get_current_device = _d.get_current_device = lambda: _Dev()
-from dmlnumba import kernels_cuda as K  # noqa: E402
+from dmlnumba import launch  # noqa: E402
 
 for name in ("slice", "nonzero"):
     for sb in (8, 16, 32, 64):
         for ob in (0,) if name == "slice" else (32, 64):
-            fn = K._slice_copy if name == "slice" else K.make_nonzero(128 // sb)
-            ptx, _ = cuda.compile_ptx(fn, K._signature(name, sb, ob), cc=(9, 0))
-            print(f"{name:8s} src {sb:2d} bits, out {ob:2d} bits: ok ({len(ptx)} chars of PTX)")
+            fn, sig = launch.python_kernel(name, sb), launch.signature(name, sb, ob)
+            ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
+            local = ptx.count("ld.local") + ptx.count("st.local")
+            what = f"{name:8s} src {sb:2d} bits, out {ob:2d} bits"
+            print(f"{what}: ok ({len(ptx)} chars of PTX, {local} local accesses)")

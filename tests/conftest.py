@@ -22,7 +22,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     from dmlnumba import config as _config
 
     _config.CUDA_THREADS = 64
-    _config.CUDA_NONZERO_ITEMS = 8  # >= 4: the kernel's four-step path runs too
+    _config.CUDA_NONZERO_ITEMS = 8  # the strided count's eight-load step runs too
     _config.CUDA_SLICE_ITEMS = 2
 
 
@@ -47,7 +47,7 @@ def tiny_blocks():
     config.CPU_PARALLEL_MIN = 0
     config.CPU_SLICE_NUMPY_MAX = 0  # small windows through the kernel, not NumPy
     config.CUDA_THREADS = 32
-    config.CUDA_NONZERO_ITEMS = 6  # one four-step run, then two single steps
+    config.CUDA_NONZERO_ITEMS = 10  # an eight-load step, then two single ones
     config.CUDA_SLICE_ITEMS = 2
     try:
         yield

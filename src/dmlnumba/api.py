@@ -12,6 +12,7 @@ import numpy as np
 from . import target_cpu
 from . import validation as v
 from .arrays import is_dask, library, on_current_cupy_device
+from .caches import Bounded
 from .dispatch import resolve
 from .window import window  # noqa: F401  (re-exported)
 
@@ -20,13 +21,11 @@ from .window import window  # noqa: F401  (re-exported)
 #: type, dtype, shape, strides and device, and the parameters): a repeat of such a
 #: call skips validation and layout work.  Parameters are keys only when they are
 #: tuples of Python ints (so that 1.0 or True never stands for 1).
-_runners: dict[tuple, Any] = {}  # runner functions (nonzero ones carry .lib, .target)
+_runners = Bounded()  # runner functions (nonzero ones carry .lib, .target)
 
 
 def _remember(key, run):
-    if len(_runners) >= 4096:
-        _runners.clear()
-    _runners[key] = run
+    _runners.put(key, run)
 
 
 def _int_tuples(*params):

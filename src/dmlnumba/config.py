@@ -32,49 +32,35 @@ DASK_BLOCK_BYTES = 1 << 27
 #: CUDA: threads per block for both operators.
 CUDA_THREADS = 256
 
-#: CUDA nonzero: at most this many elements each thread reads per tile (tile =
-#: THREADS * ITEMS; 256: 0.63 against 0.71 ms with 128 at 2**28 float32, 1%,
-#: H200).
+#: CUDA nonzero: at most this many 32-element steps each warp takes per tile
+#: (a tile is THREADS * ITEMS elements).
 CUDA_NONZERO_ITEMS = 256
 
-#: CUDA nonzero: at least this many (for small inputs; 16: 256 tiles at 2**20).
+#: CUDA nonzero: at least this many (small inputs: 256 tiles at 2**20).
 CUDA_NONZERO_MIN_ITEMS = 16
 
 #: CUDA nonzero: about how many tiles (blocks) to cut an input into, where the
-#: items above allow: enough to give every SM several (512: 128 items a thread
-#: at 2**24, where 256 tiles of 256 measured 5-10% slower), few enough that
-#: looking back stays short.
+#: items above allow: enough to give every SM several, few enough that looking
+#: back stays short.
 CUDA_NONZERO_TILES = 512
 
-#: CUDA nonzero: register cap per thread (0: the compiler's choice); 40 measured
-#: 1.02 ms against 1.14 ms uncapped at 2**28 float32 on an H200.  Fewer
+#: CUDA nonzero: register cap per thread (0: the compiler's choice).  Fewer
 #: registers, more resident blocks, more loads in flight.
 CUDA_NONZERO_MAX_REGISTERS = 40
 
-#: CUDA nonzero: 1 to read C-contiguous, 16-byte aligned inputs 16 bytes a lane
-#: at a time in the count pass (0: element by element, for comparison).
-CUDA_NONZERO_VECTOR = 1
-
-#: CUDA nonzero: predecessor tiles read per look-back round (at most the block's
-#: threads).
-CUDA_NONZERO_LOOKBACK = 256
-
-#: CUDA nonzero: nanoseconds a block waits after a look-back round that found
-#: its newest predecessor not ready (0: poll again at once).
-CUDA_NONZERO_BACKOFF = 0
-
-#: CUDA slice1: output elements each thread copies (8: eight loads in flight;
-#: 0.63 ms against 0.74 ms with 4 on the large benchmark window, H200).
+#: CUDA slice1: about how many elements of a row each thread copies (its share
+#: of a tile's segment).
 CUDA_SLICE_ITEMS = 8
 
 #: CUDA slice1: consecutive rows each tile walks with an odometer (amortizes the
 #: divisions that locate a tile's first row).
 CUDA_SLICE_ROWS = 32
 
-
 #: CUDA slice1: fewer rows a tile where CUDA_SLICE_ROWS would leave fewer tiles
-#: than this (4096 measured best of 4096, 16384 and 65536 on an H200).
+#: than this.
 CUDA_SLICE_TILES = 4096
+
+#: The measurements behind the CUDA settings are in docs/PERFORMANCE.md ("Settings").
 
 
 #: Each setting's allowed values from the environment: (least, most, multiple of).
@@ -89,9 +75,6 @@ _RANGES = {
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),
     "CUDA_NONZERO_TILES": (1, 1 << 24, 1),
     "CUDA_NONZERO_MAX_REGISTERS": (0, 255, 1),
-    "CUDA_NONZERO_VECTOR": (0, 1, 1),
-    "CUDA_NONZERO_LOOKBACK": (1, 1024, 1),
-    "CUDA_NONZERO_BACKOFF": (0, 1 << 20, 1),
     "CUDA_SLICE_ITEMS": (1, 64, 1),
     "CUDA_SLICE_ROWS": (1, 1 << 16, 1),
     "CUDA_SLICE_TILES": (1, 1 << 24, 1),

@@ -5,7 +5,7 @@ Each function is a leaf (it calls none of the others), takes only scalars and
 That keeps the module valid three ways: as ordinary Python (the unit tests call
 it directly), compiled by ``numba.njit(inline="always")`` for the CPU kernels
 (:mod:`dmlnumba.kernels_cpu`), and compiled by ``numba.cuda.jit(device=True)``
-for the GPU kernels (:mod:`dmlnumba.kernels_cuda`).
+for the GPU kernels (:mod:`dmlnumba.indexmath_gpu`).
 
 Conventions: ``shape``/``strides`` hold ``ndim`` entries; strides are in
 elements (not bytes) and may be negative or zero; ``linear`` is an element's
@@ -105,3 +105,10 @@ def advance(coords, shape, strides, ndim, k, off):
         n = shape[d]
     coords[d] = c
     return off
+
+
+def read_row(block, first, ndim, out):
+    """Copy ``ndim`` entries of a parameter block from slot ``first`` on into ``out``
+    (a row of :mod:`dmlnumba.params`: a shape or strides)."""
+    for d in range(ndim):
+        out[d] = block[first + d]

@@ -17,6 +17,7 @@ from numba.extending import intrinsic
 
 from . import indexmath as _im
 from .compiling import jit
+from .params import NONZERO_CPU as P
 
 _inline = jit(inline="always")
 unravel = _inline(_im.unravel)
@@ -25,6 +26,7 @@ next_row = _inline(_im.next_row)
 is_nonzero = _inline(_im.is_nonzero)
 write_coordinates = _inline(_im.write_coordinates)
 block_bounds = _inline(_im.block_bounds)
+advance = _inline(_im.advance)
 
 
 #: A cache line, in bytes (the step between software prefetches).
@@ -189,18 +191,23 @@ def _copy_chunk(src, src_base, dst, dst_base, geom, chunk, c):
     _copy_range(src, src_base, dst, dst_base, shape, geom[1], geom[2], ndim, lo, hi)
 
 
-@jit(nogil=True)
-def slice_copy(src, src_base, dst, dst_base, geom, chunk, nchunks):
-    """Strided copy, chunk after chunk on the calling thread."""
-    for c in range(nchunks):
-        _copy_chunk(src, src_base, dst, dst_base, geom, chunk, np.int64(c))
+def _slice_driver(parallel):
+    """The slice driver, on numba's threads or (``parallel=False``) the calling one:
+    one body, compiled twice.  ``loop`` is a closure variable that differs between
+    the two, so that numba's disk cache (keyed by the function's code and closure)
+    keeps them apart."""
+    loop = prange if parallel else range
+
+    def slice_copy(src, src_base, dst, dst_base, geom, chunk, nchunks):
+        """Strided copy, chunk by chunk."""
+        for c in loop(nchunks):
+            _copy_chunk(src, src_base, dst, dst_base, geom, chunk, np.int64(c))
+
+    return jit(parallel=parallel, nogil=True)(slice_copy)
 
 
-@jit(parallel=True, nogil=True)
-def slice_copy_parallel(src, src_base, dst, dst_base, geom, chunk, nchunks):
-    """Strided copy, chunks spread over numba's threads."""
-    for c in prange(nchunks):
-        _copy_chunk(src, src_base, dst, dst_base, geom, chunk, np.int64(c))
+slice_copy = _slice_driver(False)
+slice_copy_parallel = _slice_driver(True)
 
 
 #: Elements compacted at a time by the write pass (the size of its index buffer).
@@ -257,77 +264,43 @@ def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
 
 
 @_inline
-def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, ob, rs, cs, width, row, row_end):
+def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_end, contiguous):
     """Write the coordinates of the non-zero elements among ``[lo, hi)`` into rows
-    ``[row, row_end)`` of ``out``, in element order.
+    ``[row, row_end)`` of ``out`` (``w``: out_base, row stride, column stride,
+    width), in element order; return the row after the last one written.
 
-    Each row of the input is compacted ``COMPACT`` elements at a time (the
-    positions of its non-zeros, found without branches), then exactly those
-    coordinate rows are written, never one at or past ``row_end`` (which is below
-    the block's count where ``max_count`` cut it); the walk stops there.
-    Returns the row after the last one written.
+    Runs of elements that are consecutive in memory (the rest of the range where
+    the input is C-contiguous, else the rest of a row) are compacted ``COMPACT``
+    elements at a time: the positions of their non-zeros, found without branches.
+    Then exactly those coordinate rows are written, never one at or past
+    ``row_end`` (below the block's count where ``max_count`` cut it), the
+    odometer moving by each non-zero's distance from the last one (dividing only
+    when a row wraps).
     """
     if row == row_end:
         return row
+    ob, rs, cs, width = w
     coords = np.empty(ndim, np.int64)
     buf = np.empty(COMPACT, np.int64)
     unravel(lo, shape, ndim, coords)
     last = ndim - 1
-    n_row = shape[last]
-    st = strides[last]
-    remaining = hi - lo
-    while remaining > 0:
-        p = sb + offset(coords, strides, ndim)
-        j0 = coords[last]
-        n = min(n_row - j0, remaining)
-        k0 = 0
-        while k0 < n:
-            m = min(COMPACT, n - k0)
-            c = min(_compact_row(src, p + k0 * st, st, m, mask, buf), row_end - row)
-            for i in range(c):
-                write_coordinates(out, ob + row * rs, cs, coords, ndim, width, j0 + k0 + buf[i])
-                row += 1
-            k0 += m
-        if row == row_end:
-            return row
-        remaining -= n
-        next_row(coords, shape, ndim)
-    return row
-
-
-@_inline
-def _write_range_flat(src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width, row, row_end):
-    """:func:`_write_range` for a C-contiguous input, where element ``e`` is
-    ``src[sb + e]``: compaction runs across row boundaries, ``COMPACT`` elements at
-    a time, and the odometer moves by each non-zero's distance from the last one
-    (dividing only when a row wraps)."""
-    if row == row_end:
-        return row
-    coords = np.empty(ndim, np.int64)
-    buf = np.empty(COMPACT, np.int64)
-    unravel(lo, shape, ndim, coords)
-    last = ndim - 1
-    n_last = shape[last]
+    off = sb + offset(coords, strides, ndim)  # of element ``pos``, where the odometer is
     pos = lo
     k0 = lo
     while k0 < hi:
-        m = min(COMPACT, hi - k0)
-        c = min(_compact_row(src, sb + k0, 1, m, mask, buf), row_end - row)
-        for i in range(c):
+        off = advance(coords, shape, strides, ndim, k0 - pos, off)
+        pos = k0
+        if contiguous:
+            m = min(COMPACT, hi - k0)
+            c = _compact_row(src, sb + k0, 1, m, mask, buf)
+        else:
+            m = min(COMPACT, hi - k0, shape[last] - coords[last])
+            c = _compact_row(src, off, strides[last], m, mask, buf)
+        for i in range(min(c, row_end - row)):
             e = k0 + buf[i]
-            cl = coords[last] + (e - pos)
-            if cl >= n_last:  # carry into the outer dimensions
-                q = cl // n_last
-                cl -= q * n_last
-                d = last - 1
-                while q > 0 and d >= 0:
-                    v = coords[d] + q
-                    q = v // shape[d]
-                    coords[d] = v - q * shape[d]
-                    d -= 1
-            coords[last] = cl
+            off = advance(coords, shape, strides, ndim, e - pos, off)
             pos = e
-            write_coordinates(out, ob + row * rs, cs, coords, ndim, width, cl)
+            write_coordinates(out, ob + row * rs, cs, coords, ndim, width, coords[last])
             row += 1
         if row == row_end:
             return row
@@ -349,23 +322,24 @@ def _count_block(src, sb, mask, geom, first, n, block, b, contiguous):
 
 
 @jit
-def _write_block(
-    src, sb, mask, geom, first, n, block, b, out, ob, rs, cs, width, row, row_end, contiguous
-):
-    """Write block ``b``'s coordinates into rows ``[row, row_end)``; return the row
-    after the last one written.  :func:`_write_range_flat` for a C-contiguous
-    input, else :func:`_write_range`."""
-    ndim = geom.shape[1]
-    shape = geom[0]
+def _write_block(src, sb, mask, geom, first, n, block, b, out, w, row, row_end, contiguous):
+    """Write block ``b``'s coordinates into rows ``[row, row_end)`` (see
+    :func:`_write_range`); return the row after the last one written."""
     lo, hi = block_bounds(b, block, n)
-    lo += first
-    hi += first
-    if contiguous:
-        return _write_range_flat(
-            src, sb, mask, shape, ndim, lo, hi, out, ob, rs, cs, width, row, row_end
-        )
     return _write_range(
-        src, sb, mask, shape, geom[1], ndim, lo, hi, out, ob, rs, cs, width, row, row_end
+        src,
+        sb,
+        mask,
+        geom[0],
+        geom[1],
+        geom.shape[1],
+        lo + first,
+        hi + first,
+        out,
+        w,
+        row,
+        row_end,
+        contiguous,
     )
 
 
@@ -377,123 +351,55 @@ def _scan(rows, nblocks):
         rows[b + 1] += rows[b]
 
 
-#: The nonzero drivers' parameter block: one int64 array, built once per layout
-#: (a call passes six arguments, not seventeen: numba's dispatch costs per argument).
-#: Its fields, in order; :func:`nonzero_params` builds it, :func:`_params` reads it.
-PARAMS = (
-    "src_base",  # index of element 0 in the flat input view
-    "first",  # the input's first element in the row-major order of ``geom``'s shape
-    "n",  # elements
-    "block",  # elements per block
-    "nblocks",
-    "out_base",  # index of coordinate row 0, column 0 in the flat output view
-    "rs",  # row and column strides of the output, in items
-    "cs",
-    "width",  # columns
-    "count_pos",  # index of the count in its flat view
-    "contiguous",  # 1: element e is src[src_base + e]
-    "limit",  # rows the output holds
-)
+def _nonzero_driver(parallel):
+    """The nonzero driver, on numba's threads or the calling one (see
+    :func:`_slice_driver`)."""
+    loop = prange if parallel else range
 
+    def nonzero(src, mask, geom, p, out, count):
+        """NONZERO_COORDINATES of the elements ``[first, first + n)`` of the
+        row-major order of the shape in ``geom`` (the whole input; a dask block's
+        run of the whole array's order), in that shape's coordinates.  ``p`` is a
+        :data:`~dmlnumba.params.NONZERO_CPU` block.
 
-def nonzero_params(block, **fields):
-    """The parameter block for these fields (all of :data:`PARAMS` but ``block``
-    and ``nblocks``) and block size; plain Python."""
-    fields["block"] = block
-    fields["nblocks"] = max(1, -(-fields["n"] // block))
-    return np.array([int(fields[f]) for f in PARAMS], np.int64)
-
-
-@_inline
-def _params(p):
-    """The fields of a parameter block, in :data:`PARAMS` order (``contiguous`` as a bool)."""
-    return p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10] != 0, p[11]
-
-
-@jit(nogil=True)
-def nonzero(src, mask, geom, p, out, count):
-    """NONZERO_COORDINATES on the calling thread: block counts, an exclusive scan,
-    then ordered writes (see :func:`nonzero_parallel`).  A single block whose rows
-    all fit (``limit``, the rows ``out`` holds, is at least ``n``) needs no scan, so
-    no counting pass either: its write, bounded by the worst case (every element),
-    ends on the count."""
-    src_base, first, n, block, nblocks, out_base, rs, cs, width, count_pos, contiguous, limit = (
-        _params(p)
-    )
-    rows = np.empty(nblocks + 1, np.int64)
-    one_pass = nblocks == 1 and limit >= n
-    rows[0] = 0
-    if one_pass:
-        rows[1] = n
-    else:
-        for b in range(nblocks):
-            rows[b + 1] = _count_block(
-                src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
+        Block ``b`` holds elements ``first + [b*block, (b+1)*block)``.  Pass 1
+        counts each block's non-zeros; the exclusive scan of the counts gives each
+        block its first output row; pass 2 writes each block's rows, those below
+        ``limit`` (the rows ``out`` holds).  The result is in ascending element
+        order with no sort and no atomics; the count is the true count, also where
+        it exceeds ``limit``.  A single block whose rows all fit needs no scan, so
+        no counting pass either: its write, bounded by the worst case (every
+        element), ends on the count.
+        """
+        src_base = p[P.src_base]
+        first = p[P.first]
+        n = p[P.n]
+        block = p[P.block]
+        nblocks = p[P.nblocks]
+        contiguous = p[P.contiguous] != 0
+        limit = p[P.limit]
+        rows = np.empty(nblocks + 1, np.int64)
+        one_pass = nblocks == 1 and limit >= n
+        rows[0] = 0
+        if one_pass:
+            rows[1] = n
+        else:
+            for b in loop(nblocks):
+                rows[b + 1] = _count_block(
+                    src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
+                )
+            _scan(rows, nblocks)
+        end = np.empty(nblocks, np.int64)
+        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
+        for b in loop(nblocks):
+            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
+            end[b] = _write_block(
+                src, src_base, mask, geom, first, n, block, np.int64(b), out, w, lo, hi, contiguous
             )
-        _scan(rows, nblocks)
-    end = 0
-    for b in range(nblocks):
-        end = _write_block(
-            src,
-            src_base,
-            mask,
-            geom,
-            first,
-            n,
-            block,
-            np.int64(b),
-            out,
-            out_base,
-            rs,
-            cs,
-            width,
-            min(rows[b], limit),
-            min(rows[b + 1], limit),
-            contiguous,
-        )
-    count[count_pos] = end if one_pass else rows[nblocks]
+        count[p[P.count_pos]] = end[0] if one_pass else rows[nblocks]
+
+    return jit(parallel=parallel, nogil=True)(nonzero)
 
 
-@jit(parallel=True, nogil=True)
-def nonzero_parallel(src, mask, geom, p, out, count):
-    """NONZERO_COORDINATES over numba's threads (``nblocks >= 2``).
-
-    The input is elements ``[first, first + n)`` of the row-major order of the
-    shape in ``geom`` (the whole of it in memory; a dask block's run of the whole
-    array's order), and coordinates are written in that shape.  Block ``b`` holds
-    elements ``first + [b*block, (b+1)*block)``.  Pass 1 counts each block's
-    non-zeros; the exclusive scan of the counts gives each block its first output
-    row; pass 2 writes each block's rows, those below ``limit`` (the rows ``out``
-    holds).  The result is in ascending element order with no sort and no atomics;
-    the count is the true count, also where it exceeds ``limit``.  The scalars
-    arrive in ``p`` (:data:`PARAMS`).
-    """
-    src_base, first, n, block, nblocks, out_base, rs, cs, width, count_pos, contiguous, limit = (
-        _params(p)
-    )
-    rows = np.empty(nblocks + 1, np.int64)
-    for b in prange(nblocks):
-        rows[b + 1] = _count_block(
-            src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
-        )
-    _scan(rows, nblocks)
-    for b in prange(nblocks):
-        _write_block(
-            src,
-            src_base,
-            mask,
-            geom,
-            first,
-            n,
-            block,
-            np.int64(b),
-            out,
-            out_base,
-            rs,
-            cs,
-            width,
-            min(rows[b], limit),
-            min(rows[b + 1], limit),
-            contiguous,
-        )
-    count[count_pos] = rows[nblocks]
+nonzero = _nonzero_driver(False)
+nonzero_parallel = _nonzero_driver(True)

@@ -16,6 +16,7 @@ from . import config
 from .arrays import library
 from .compiling import run as _run
 from .layout import c_strides, extent, slice_geometry
+from .params import NONZERO_CPU, pack
 from .validation import host_array, nonzero_mask, uint_of_size
 
 name = "cpu"
@@ -100,45 +101,23 @@ def _copy(src, src_base, dst, dst_base, geom, size):
         _run(k.slice_copy, ("slice1", bits), src, src_base, dst, dst_base, geom, chunk, nchunks)
 
 
-def _nonzero(
-    src,
-    src_base,
-    mask,
-    geom,
-    size,
-    out,
-    out_base,
-    rs,
-    cs,
-    width,
-    count,
-    count_pos,
-    contiguous,
-    limit,
-    first=0,
-):
-    """Run the nonzero kernel over ``size`` elements (from element ``first`` of the
-    shape in ``geom``), writing at most ``limit`` rows (see :func:`_copy`)."""
-    p = kernels().nonzero_params(
-        config.CPU_NONZERO_BLOCK,
-        src_base=src_base,
-        first=first,
-        n=size,
-        out_base=out_base,
-        rs=rs,
-        cs=cs,
-        width=width,
-        count_pos=count_pos,
-        contiguous=contiguous,
-        limit=limit,
-    )
-    _nonzero_with(p, src, mask, geom, out, count)
+def _nonzero(src, mask, geom, out, count, **fields):
+    """Run the nonzero kernel with these :data:`~dmlnumba.params.NONZERO_CPU`
+    fields (all but the block size and count)."""
+    _nonzero_with(_params(config.CPU_NONZERO_BLOCK, **fields), src, mask, geom, out, count)
+
+
+def _params(block, **fields):
+    """The :data:`~dmlnumba.params.NONZERO_CPU` block for these fields (all but
+    ``block`` and ``nblocks``) and block size."""
+    fields["block"] = block
+    fields["nblocks"] = max(1, -(-fields["n"] // block))
+    return pack(NONZERO_CPU, **fields)
 
 
 def _parallel(p):
     """Whether the nonzero of parameter block ``p`` runs on numba's threads."""
-    k = kernels()
-    return p[k.PARAMS.index("nblocks")] > 1 and p[k.PARAMS.index("n")] >= config.CPU_PARALLEL_MIN
+    return p[NONZERO_CPU.nblocks] > 1 and p[NONZERO_CPU.n] >= config.CPU_PARALLEL_MIN
 
 
 def _nonzero_with(p, src, mask, geom, out, count):
@@ -317,7 +296,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
     view = u != dtype
     read = _reader(x)
 
-    p = kernels().nonzero_params(
+    p = _params(
         config.CPU_NONZERO_BLOCK,
         src_base=sbase,
         first=0,
@@ -375,20 +354,20 @@ def nonzero_run(x, shape, origin, width, dtype):
         out, obase, rs, cs = (crd.reshape(-1), 0, width, 1) if width else (cnt, 0, 0, 0)
         _nonzero(
             src,
-            base,
             _mask(x.dtype),
             geom,
-            n,
             out,
-            obase,
-            rs,
-            cs,
-            width,
             cnt,
-            0,
-            contiguous,
-            n if width else 0,
-            first,
+            src_base=base,
+            first=first,
+            n=n,
+            out_base=obase,
+            rs=rs,
+            cs=cs,
+            width=width,
+            count_pos=0,
+            contiguous=contiguous,
+            limit=n if width else 0,
         )
     return int(cnt[0]), crd.view(dtype)
 
@@ -405,21 +384,20 @@ def nonzero(x, width, count, coords, stream=None, limit=None):
         rs, cs = ostr[-2], ostr[-1]
     else:  # no coordinates to write: the count stands in for them
         out, obase, rs, cs, limit = cnt, cbase, 0, 0, 0
-    mask = _mask(x.dtype)
-    geom = _nonzero_geometry(x.shape, sstr)
     _nonzero(
         src,
-        sbase,
-        mask,
-        geom,
-        x.size,
+        _mask(x.dtype),
+        _nonzero_geometry(x.shape, sstr),
         out,
-        obase,
-        rs,
-        cs,
-        width,
         cnt,
-        cbase,
-        bool(x.flags.c_contiguous),
-        x.size if limit is None else limit,
+        src_base=sbase,
+        first=0,
+        n=x.size,
+        out_base=obase,
+        rs=rs,
+        cs=cs,
+        width=width,
+        count_pos=cbase,
+        contiguous=bool(x.flags.c_contiguous),
+        limit=x.size if limit is None else limit,
     )

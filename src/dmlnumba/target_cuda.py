@@ -14,8 +14,9 @@ import threading
 import numpy as np
 from numba import cuda
 
-from . import config
-from . import kernels_cuda as K
+from . import config, launch
+from . import tile_status as ts
+from .caches import Bounded
 from .device_arrays import (  # noqa: F401
     DeviceView,
     Flat,
@@ -33,12 +34,15 @@ from .device_arrays import (  # noqa: F401
     view_of,
 )
 from .layout import c_strides, extent, slice_geometry
+from .nonzero_kernel import MAX_MASKS
+from .params import NONZERO_CUDA, SLICE_CUDA, pack
 from .validation import nonzero_mask, uint_of_size
 from .validation import shares_memory as shares_memory_exact
+from .warp import SIM
 
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
-MAX_ELEMENTS = (1 << K.VALUE_BITS) - 1
+MAX_ELEMENTS = (1 << ts.VALUE_BITS) - 1
 _scratch = {}
 
 
@@ -46,7 +50,7 @@ def _arg(f):
     """A flat view as a kernel argument: its raw device address on a GPU (the
     kernels take pointers, which launch without per-call conversion); under the
     simulator, a NumPy view of the (host) memory it describes."""
-    if not K.SIM:
+    if not SIM:
         return f.__cuda_array_interface__["data"][0]
     return host_view(f)
 
@@ -90,19 +94,19 @@ def empty(shape, dtype, stream, like, lib=None):
 def _flat_arg(v, ptr, span, itemsize=None):
     """A flat view of ``span`` items of ``v`` from ``ptr`` as a kernel argument (see
     :func:`_arg`); ``itemsize``: read as items of that size instead (whole ones)."""
-    if not K.SIM:
+    if not SIM:
         return ptr
     isz = itemsize or v.itemsize
     return _arg(Flat(v.obj, ptr, span * v.itemsize // isz, uint_of_size(isz)))
 
 
-_geoms = {}
+_geoms = Bounded()
 
 
 def _where(s):
     """A cache key for (current context, stream): device buffers cached for one
     context must never reach another."""
-    if K.SIM:
+    if SIM:
         return (0, id(s))
     ctx = _current_context()
     if not ctx:  # none yet: numba makes the device's primary context current
@@ -126,22 +130,20 @@ def _current_context():
     return cuda.current_context().handle.value
 
 
-def _geometry(rows, scalars, s, where):
-    """A parameter block (:func:`kernels_cuda.pack_params`) as a kernel argument: on
-    a GPU a cached device copy (one per context and stream, uploaded on that stream
-    the first time), passed by address.  It holds only layout integers (shapes,
-    strides, offsets relative to the arrays' starts), so repeated calls over arrays
-    of one layout reuse it."""
-    if K.SIM:
-        return K.pack_params(rows, scalars)
-    key = (where, rows, scalars)
-    d = _geoms.get(key)
-    if d is None:
-        if len(_geoms) >= 4096:
-            _geoms.clear()
-        d = cuda.to_device(K.pack_params(rows, scalars), stream=s)
-        d = _geoms[key] = (d, d.__cuda_array_interface__["data"][0])
-    return d[1]
+def _geometry(block, values, s, where):
+    """A parameter block (``block`` of :mod:`dmlnumba.params` with ``values``, a tuple
+    of (field, value) pairs) as a kernel argument: on a GPU a cached device copy (one
+    per context and stream, uploaded on that stream the first time), passed by
+    address.  It holds only layout integers (shapes, strides, offsets relative to
+    the arrays' starts), so repeated calls over arrays of one layout reuse it."""
+    if SIM:
+        return pack(block, **dict(values))
+
+    def upload():
+        d = cuda.to_device(pack(block, **dict(values)), stream=s)
+        return d, d.__cuda_array_interface__["data"][0]
+
+    return _geoms.get_or_make((where, type(block).__name__, values), upload)[1]
 
 
 class _Scratch:
@@ -155,11 +157,11 @@ class _Scratch:
     def __init__(self, words, s):
         self.buf = cuda.device_array(words, np.uint64, stream=s)
         self.words = words
-        self.ptr = 0 if K.SIM else self.buf.__cuda_array_interface__["data"][0]
+        self.ptr = 0 if SIM else self.buf.__cuda_array_interface__["data"][0]
         self.reset(s)
 
     def reset(self, s):
-        if K.SIM:
+        if SIM:
             self.buf.copy_to_device(np.zeros(self.words, np.uint64))
         else:
             from numba.cuda.cudadrv.driver import device_memset
@@ -179,7 +181,7 @@ def _reserve(ntiles, s, where):
     sc = _scratch.get(where)
     if sc is None or sc.words < ntiles + 1:
         sc = _scratch[where] = _Scratch(max(2 * (ntiles + 1), 1024), s)
-    if sc.epoch >= (1 << K.EPOCH_BITS) - 1:
+    if sc.epoch >= (1 << ts.EPOCH_BITS) - 1:
         sc.reset(s)
     sc.epoch += 1
     base = sc.counter
@@ -231,21 +233,16 @@ def _overlaps(a, b):
     return a0 < b1 and b0 < a1
 
 
-_plans = {}
+_plans = Bounded()
 
 
 def _plan(key, make):
-    p = _plans.get(key)
-    if p is None:
-        if len(_plans) >= 4096:
-            _plans.clear()
-        p = _plans[key] = make()
-    return p
+    return _plans.get_or_make(key, make)
 
 
 def _slice_plan(x, starts, steps, out):
     """The launch of a slice1 of this layout: ``(src low, src span, dst low, dst span,
-    narrow, wide)``, each of the last two ``(bits, grid, block, rows, scalars)``;
+    narrow, wide)``, each of the last two ``(bits, grid, block, values)``;
     ``wide`` (or None) copies 8-byte words where the inner dimension is contiguous
     in both arrays and every row starts on a multiple of 8 bytes."""
     slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
@@ -277,7 +274,6 @@ def _slice_plan(x, starts, steps, out):
 
 
 def _slice_launch(bits, shape, ss, ds, sb, db):
-    ndim = len(shape)
     inner = shape[-1]
     threads = config.CUDA_THREADS
     items = config.CUDA_SLICE_ITEMS
@@ -294,7 +290,20 @@ def _slice_launch(bits, shape, ss, ds, sb, db):
     nrows = max(1, min(config.CUDA_SLICE_ROWS, rows * nseg // config.CUDA_SLICE_TILES))
     ntiles = -(-rows // nrows) * nseg
     blocks = min(-(-ntiles // ty), 1 << 22)
-    return (bits, blocks, (tx, ty), (shape, ss, ds), (sb, db, ndim, seg, nseg, rows, nrows, ntiles))
+    values = (
+        ("shape", shape),
+        ("src_strides", ss),
+        ("dst_strides", ds),
+        ("src_base", sb),
+        ("dst_base", db),
+        ("ndim", len(shape)),
+        ("seg", seg),
+        ("nseg", nseg),
+        ("rows", rows),
+        ("nrows", nrows),
+        ("ntiles", ntiles),
+    )
+    return (bits, blocks, (tx, ty), values)
 
 
 def slice1(x, starts, steps, out, stream, fresh=False):
@@ -330,11 +339,11 @@ def _slice_launch_on(s, plan, x, xp, out, op):
     """Launch a planned slice1 from address ``xp`` (of ``x``) to ``op`` (of ``out``) on ``s``."""
     slo, sspan, dlo, dspan, narrow, wide = plan
     sp, dp = xp + slo, op + dlo
-    bits, blocks, block, rows, scalars = wide if wide is not None and not (sp | dp) & 7 else narrow
+    bits, blocks, block, values = wide if wide is not None and not (sp | dp) & 7 else narrow
     where = _where(s)
-    g = _geometry(rows, scalars, s, where)
-    K.launch(
-        K.kernel("slice", bits),
+    g = _geometry(SLICE_CUDA, values, s, where)
+    launch.launch(
+        launch.kernel("slice", bits),
         blocks,
         block,
         s,
@@ -344,7 +353,9 @@ def _slice_launch_on(s, plan, x, xp, out, op):
 
 
 def _nonzero_plan(x, width, count, coords, limit):
-    """``(src low, span, rows, scalars, ntiles, threads, mask, count low, out low, out span)``."""
+    """``(src low, span, values, ntiles, threads, mask, count low, out low, out span,
+    first)``: ``values`` the :data:`~dmlnumba.params.NONZERO_CUDA` block's, ``first``
+    the byte offset of element 0 where the input may take 16-byte loads (else None)."""
     slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
     clo, _, cbase, _ = extent(count.shape, count.strides, count.itemsize)
     if width:
@@ -353,42 +364,38 @@ def _nonzero_plan(x, width, count, coords, limit):
     else:  # no coordinates to write: the count's memory stands in
         olo, ospan, obase, rs, cs = clo, 1, cbase, 0, 0
     mask = int(nonzero_mask(x.dtype))
-    if mask >= 1 << 63 and not K.SIM:  # launch arguments are signed 64-bit: the same bits
+    if mask >= 1 << 63 and not SIM:  # launch arguments are signed 64-bit: the same bits
         mask -= 1 << 64
     threads = config.CUDA_THREADS
     # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
     # GPU, few enough that looking back stays short), each lane taking
-    # CUDA_NONZERO_MIN_ITEMS to CUDA_NONZERO_ITEMS steps, in multiples of 4 (the
-    # kernel's four-step path).
-    items = min(config.CUDA_NONZERO_ITEMS, K.MAX_MASKS // (threads // 32))
+    # CUDA_NONZERO_MIN_ITEMS to CUDA_NONZERO_ITEMS steps, in multiples of 4.
+    items = min(config.CUDA_NONZERO_ITEMS, MAX_MASKS // (threads // 32))
     items = max(
         min(config.CUDA_NONZERO_MIN_ITEMS, items),
         min(items, x.size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4),
     )
     ntiles = -(-x.size // (threads * items))
-    rows = (x.shape, sstr)
-    scalars = (
-        sbase,
-        x.ndim,
-        x.size,
-        items,
-        obase,
-        rs,
-        cs,
-        width,
-        cbase,
-        config.CUDA_NONZERO_LOOKBACK,
-        config.CUDA_NONZERO_BACKOFF,
-        limit,
+    values = (
+        ("shape", tuple(x.shape)),
+        ("strides", tuple(sstr)),
+        ("src_base", sbase),
+        ("ndim", x.ndim),
+        ("total", x.size),
+        ("items", items),
+        ("out_base", obase),
+        ("rs", rs),
+        ("cs", cs),
+        ("width", width),
+        ("count_pos", cbase),
+        ("limit", limit),
     )
     # 16-byte loads in the count pass: a C-contiguous input (element i at flat
     # position sbase + i) whose first element is 16-byte aligned (checked per call).
     cs_ = c_strides(tuple(x.shape))
-    vec = config.CUDA_NONZERO_VECTOR and all(
-        n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_)
-    )
+    vec = all(n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_))
     first = slo + sbase * x.itemsize if vec else None
-    return slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first
+    return slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first
 
 
 def nonzero(x, width, count, coords, stream, limit=None):
@@ -403,7 +410,7 @@ def nonzero(x, width, count, coords, stream, limit=None):
         if x.size == 0:
             cp, span, cbase, _ = flat(count)
             f = Flat(count.obj, cp, span, uint_of_size(count.itemsize))
-            if K.SIM:
+            if SIM:
                 _arg(f)[cbase] = 0
             else:
                 zero = np.zeros(1, uint_of_size(count.itemsize))
@@ -425,9 +432,6 @@ def nonzero(x, width, count, coords, stream, limit=None):
             config.CUDA_NONZERO_ITEMS,
             config.CUDA_NONZERO_MIN_ITEMS,
             config.CUDA_NONZERO_TILES,
-            config.CUDA_NONZERO_VECTOR,
-            config.CUDA_NONZERO_LOOKBACK,
-            config.CUDA_NONZERO_BACKOFF,
         )
         plan = _plan(key, lambda: _nonzero_plan(x, width, count, coords, limit))
         out = coords if width else count
@@ -438,19 +442,19 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
     """Launch a planned nonzero of ``x`` at address ``xp`` on ``s``, writing ``out``
     (the coordinates, or the count where none are written) at ``op`` and ``count``
     at ``cp``."""
-    slo, sspan, rows, scalars, ntiles, threads, mask, clo, olo, ospan, first = plan
+    slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first = plan
     vec = first is not None and (xp + first) & 15 == 0
     where = _where(s)
-    g = _geometry(rows, scalars, s, where)
-    k = K.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
+    g = _geometry(NONZERO_CUDA, values, s, where)
+    k = launch.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
     cnt_arg = _flat_arg(count, cp + clo, 1)
     with _lock:
         sc, epoch, base = _reserve(ntiles, s, where)
-        status = (sc.buf,) if K.SIM else K.array_arg(sc.ptr, sc.words, 8)
+        status = (sc.buf,) if SIM else launch.array_arg(sc.ptr, sc.words, 8)
         args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base, int(vec))
-        K.launch(k, ntiles, threads, s, args, where[0])
+        launch.launch(k, ntiles, threads, s, args, where[0])
 
 
 # ------------------------------------------------------------------ repeated default calls
@@ -463,7 +467,7 @@ def _new_view(shape, dtype):
 
 
 def _fast_ok(x, lib):
-    return not K.SIM and x.host is None and x.device is None and x.size and lib in ("torch", "cupy")
+    return not SIM and x.host is None and x.device is None and x.size and lib in ("torch", "cupy")
 
 
 def _layout(x):

@@ -12,6 +12,8 @@ import operator
 
 import numpy as np
 
+from .caches import Bounded
+
 MAX_DIMS = 8
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -120,7 +122,7 @@ def int_tuple(values, name, ndim, func):
     return tuple(out)
 
 
-_checked = {}
+_checked = Bounded()
 
 
 def slice1_params(shape, offsets, sizes, strides, output_sizes):
@@ -140,13 +142,9 @@ def slice1_params(shape, offsets, sizes, strides, output_sizes):
     if output_sizes is not None:
         output_sizes = int_tuple(output_sizes, "output_sizes", ndim, f)
     key = (tuple(shape), offsets, sizes, strides, output_sizes)
-    hit = _checked.get(key)
-    if hit is None:
-        hit = _slice1_check(shape, offsets, sizes, strides, output_sizes)
-        if len(_checked) >= 4096:
-            _checked.clear()
-        _checked[key] = hit
-    return hit
+    return _checked.get_or_make(
+        key, lambda: _slice1_check(shape, offsets, sizes, strides, output_sizes)
+    )
 
 
 def _slice1_check(shape, offsets, sizes, strides, output_sizes):

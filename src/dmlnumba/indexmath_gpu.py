@@ -1,0 +1,14 @@
+"""The shared index math (:mod:`dmlnumba.indexmath`) compiled for CUDA kernels:
+``numba.cuda.jit(device=True)``, one device function each (the CPU's compile
+list is at the top of :mod:`dmlnumba.kernels_cpu`)."""
+
+from . import indexmath as _im
+from .warp import device
+
+unravel = device(_im.unravel)
+offset = device(_im.offset)
+next_row = device(_im.next_row)
+is_nonzero = device(_im.is_nonzero)
+write_coordinates = device(_im.write_coordinates)
+advance = device(_im.advance)
+read_row = device(_im.read_row)

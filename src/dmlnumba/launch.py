@@ -1,0 +1,95 @@
+"""Compiling and launching the CUDA kernels.
+
+Kernels compile lazily, once per bit width, and are cached on disk.  On a GPU
+each is compiled for raw device pointers (``CPointer`` arguments), so that a
+launch passes plain integers: it goes through ``cuda.core.launch`` with a cached
+launch configuration and function handle, and no per-call argument typing.
+Under the simulator, the same Python function is an ordinary kernel over arrays.
+
+Two numba-cuda details have no public API and are pinned with numba-cuda's
+version (``pyproject.toml``; ``tests/test_import.py`` checks the installed one):
+the compiled kernel's function handle (``_codelibrary.get_cufunc()``), and the
+launch arguments of an array parameter (numba's array ABI, :func:`array_arg`).
+"""
+
+from numba import cuda, types
+
+from . import config
+from .caches import Bounded
+from .device_arrays import core_stream
+from .nonzero_kernel import make_nonzero
+from .slice_kernel import make_slice
+from .warp import SIM
+
+_UINT = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
+_kernels = Bounded()
+_configs = Bounded()
+_functions = Bounded()
+
+
+def python_kernel(name, src_bits):
+    """The kernel's Python function for ``src_bits``-bit elements."""
+    if name == "slice":
+        return make_slice(_UINT[src_bits])
+    return make_nonzero(128 // src_bits, _UINT[src_bits])
+
+
+def signature(name, src_bits, out_bits=0):
+    u = _UINT[src_bits]
+    p = types.CPointer
+    if name == "slice":
+        args = (p(u), p(u), p(types.int64))
+    else:
+        o = _UINT[out_bits]
+        args = (p(u), types.uint64, p(types.int64), types.uint64[::1], p(o), p(o))
+        args += (types.uint64, types.uint64, types.uint64)
+    return types.void(*args)
+
+
+def kernel(name, src_bits, out_bits=0):
+    """The compiled kernel for these bit widths, built on first use."""
+    regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
+
+    def make():
+        fn = python_kernel(name, src_bits)
+        if SIM:
+            return cuda.jit(fn)
+        sig = signature(name, src_bits, out_bits)
+        opts = {"max_registers": regs} if regs else {}
+        return cuda.jit(sig, cache=True, **opts)(fn).overloads[sig.args]
+
+    return _kernels.get_or_make((name, src_bits, out_bits, regs), make)
+
+
+def array_arg(ptr, n, itemsize):
+    """The launch arguments of a 1-d C-contiguous array parameter (numba's ABI:
+    meminfo, parent, size, itemsize, data, shape, strides)."""
+    return (0, 0, n, itemsize, ptr, n, itemsize)
+
+
+def launch(k, grid, block, stream, args, ctx=0):
+    """Launch ``k`` on ``stream`` (on a GPU: with ``args`` already flat, pointer-sized
+    integers); ``ctx`` names the context the function handle belongs to."""
+    if SIM:
+        k[grid, block, stream](*args)
+        return
+    if not isinstance(block, tuple):
+        block = (block, 1, 1)
+    elif len(block) == 2:
+        block = block + (1,)
+
+    def make_config():
+        from cuda.core import LaunchConfig
+
+        return LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
+
+    cfg = _configs.get_or_make((grid, block), make_config)
+    f = _functions.get_or_make((id(k), ctx), lambda: k._codelibrary.get_cufunc().kernel)
+    _launch(core_stream(stream), cfg, f, *args)
+
+
+def _launch(*a):
+    global _launch
+    from cuda.core import launch as _launch
+
+    _launch(*a)

@@ -1,0 +1,361 @@
+"""The CUDA nonzero kernel: one pass over the input, rows in ascending element order.
+
+Each block takes the next tile (:func:`~dmlnumba.tile_status.take_tile`) and
+runs three named steps:
+
+1. **count** (:func:`count_vector`, then :func:`count_strided` for what is
+   left): each warp reads its ``32 * items`` consecutive elements once, keeps
+   one 32-bit ballot mask per 32 of them in shared memory, and counts;
+2. **look-back** (:func:`~dmlnumba.tile_status.look_back`): the block publishes
+   its count and learns where its rows start;
+3. **write** (:func:`write_rows`): each warp writes its rows from the kept
+   masks, visiting only the mask words that hold a non-zero.
+
+The count never leaves the device: the block of the last tile writes it.  The
+kernel is made per element width (``V`` elements in 16 bytes), a compile-time
+constant, so the loops over a vector's elements unroll into registers.
+"""
+
+from numba import cuda, int64, uint32, uint64
+
+from . import tile_status as ts
+from .indexmath_gpu import advance, is_nonzero, offset, read_row, unravel, write_coordinates
+from .params import MAXD
+from .params import NONZERO_CUDA as P
+from .warp import all_lanes, ballot, inline, load16, shfl_down, warp_sum
+
+#: Shared ballot masks per block: warps x items.  The host keeps
+#: ``(threads // 32) * items`` within this.
+MAX_MASKS = 2048
+#: 16-byte loads each lane has in flight in the vector count.
+VECTOR_LOADS = 4
+#: Element loads each lane has in flight in the strided count.
+STRIDED_LOADS = 8
+
+
+def make_nonzero(V, item):
+    """The nonzero kernel for elements of ``16 // V`` bytes, read as numba type
+    ``item`` (the unsigned integer type of that width)."""
+    W = 32 // V  # lanes whose elements make up one 32-element mask word
+    BITS = 128 // V  # bits an element
+    HALF = max(V // 2, 1)  # elements in 8 bytes
+    E = max(32 // BITS, 1)  # elements in 32 bits
+    # Per-element constants replicated across a 32-bit word (for widths under 32
+    # bits): ONES has each element's lowest bit, TOP its highest, LOW7 all but the
+    # highest.
+    ONES = sum(1 << (BITS * k) for k in range(E)) if BITS < 32 else 1
+    TOP = uint32(ONES << (BITS - 1)) if BITS < 32 else uint32(0)
+    LOW7 = uint32(ONES * ((1 << (BITS - 1)) - 1)) if BITS < 32 else uint32(0)
+    ONES = uint32(ONES)
+
+    @inline
+    def word_bits(w, m):
+        """Bit k set where element k of the 32-bit word ``w`` (``E`` elements) has a
+        bit of the replicated mask ``m`` set, without a branch: adding LOW7 to an
+        element's low bits carries into its top bit exactly when one is set.  (For
+        8- and 16-bit elements; wider ones take a select each.)"""
+        t = (((w & m & LOW7) + LOW7) | (w & m)) & TOP
+        y = uint32(t >> uint32(BITS - 1))
+        # A multiply moves the flags next to each other (no two partial products
+        # meet); 32 x 32 -> 64 bits, one wide multiply.
+        if E == 4:  # bits 0, 8, 16, 24 to 21..24
+            return uint32(uint32((uint64(y) * uint64(0x00204081)) >> uint64(21)) & uint32(0xF))
+        # E == 2: bits 0, 16 to 15, 16
+        return uint32(uint32((uint64(y) * uint64(0x8001)) >> uint64(15)) & uint32(0x3))
+
+    @inline
+    def lane_bits(a, b, mask):
+        """The ``V`` elements in 16 bytes ``(a, b)``, one bit each (bit j: element
+        j is non-zero)."""
+        if BITS == 64:
+            return uint32(
+                uint32((a & mask) != uint64(0)) + (uint32((b & mask) != uint64(0)) << uint32(1))
+            )
+        if BITS == 32:  # a select per element, no arithmetic
+            m = uint32(mask)
+            return uint32(
+                (uint32(1) if uint32(a) & m else uint32(0))
+                | (uint32(2) if uint32(a >> uint64(32)) & m else uint32(0))
+                | (uint32(4) if uint32(b) & m else uint32(0))
+                | (uint32(8) if uint32(b >> uint64(32)) & m else uint32(0))
+            )
+        m = uint32(uint32(mask) * ONES)
+        # The parts do not overlap: adding them is or-ing them (shift-adds fuse).
+        # (numba widens uint32 arithmetic to 64 bits; the casts keep it 32-bit.)
+        return uint32(
+            word_bits(uint32(a & uint64(0xFFFFFFFF)), m)
+            + (word_bits(uint32(a >> uint64(32)), m) << uint32(E))
+            + (word_bits(uint32(b & uint64(0xFFFFFFFF)), m) << uint32(2 * E))
+            + (word_bits(uint32(b >> uint64(32)), m) << uint32(3 * E))
+        )
+
+    @inline
+    def gather_word(a, b, mask):
+        """Each lane's ``V`` bits, gathered from ``W`` neighbouring lanes into
+        32-bit mask words (element order) by a shuffle butterfly: lane ``q * W``
+        returns word ``q`` of the warp's ``32 * V`` elements."""
+        x = lane_bits(a, b, mask)
+        s = 1
+        while s < W:  # constant trip count: unrolled
+            x = uint32(x + (uint32(shfl_down(x, s)) << uint32(V * s)))  # disjoint
+            s *= 2
+        return x
+
+    @inline
+    def keep_words(a, b, loads, mask, masks, i, lane):
+        """The mask words of ``loads`` 16-byte loads per lane (``a[u], b[u]``), kept
+        at ``masks[i]`` on (``V`` words a load); returns the lane's count of their
+        non-zeros (lanes ``q * W`` count, the others 0)."""
+        x = cuda.local.array(VECTOR_LOADS, uint32)
+        for u in range(loads):
+            x[u] = gather_word(a[u], b[u], mask)
+        n = int64(0)
+        if lane % W == 0:  # lane q * W keeps word q of each load
+            i += lane // W
+            for u in range(loads):
+                masks[uint64(i + u * V)] = x[u]
+                n += cuda.popc(x[u])
+        return n
+
+    @inline
+    def load_lane(src, base, ev, total):
+        """Elements ``ev .. ev + V - 1`` as 16 bytes (two little-endian words),
+        one vector load where all are in range, else element by element (zeros
+        past the end)."""
+        if ev + V <= total:
+            return load16(src, base + ev)
+        a = uint64(0)
+        b = uint64(0)
+        for j in range(V):
+            if ev + j < total:
+                v = uint64(src[base + ev + j])
+                if j < HALF:
+                    a |= v << uint64(BITS * j)
+                else:
+                    b |= v << uint64(BITS * (j - HALF))
+        return a, b
+
+    @inline
+    def count_vector(src, src_base, total, items, mask, masks, m0, wfirst, full, lane):
+        """Count pass for a C-contiguous, 16-byte aligned input: each lane loads
+        ``V`` consecutive elements at once, turns them into ``V`` bits, and a
+        shuffle butterfly gathers those into mask words.  Full tiles issue each
+        step's loads a step early, so a warp always has loads in flight; the last
+        tile's loads are range-checked.  Returns ``(lane's count, steps done)``:
+        the steps left (fewer than ``V``) are the strided count's."""
+        a = cuda.local.array(VECTOR_LOADS, uint64)
+        b = cuda.local.array(VECTOR_LOADS, uint64)
+        na = cuda.local.array(VECTOR_LOADS, uint64)
+        nb = cuda.local.array(VECTOR_LOADS, uint64)
+        STEP = VECTOR_LOADS * V  # steps of 32 elements per round
+        n = int64(0)
+        it = 0
+        if full and STEP <= items:
+            p = src_base + wfirst
+            for u in range(VECTOR_LOADS):
+                a[u], b[u] = load16(src, p + u * 32 * V)
+            more = True
+            while more:
+                more = it + 2 * STEP <= items
+                if more:
+                    p += 32 * STEP
+                    for u in range(VECTOR_LOADS):
+                        na[u], nb[u] = load16(src, p + u * 32 * V)
+                n += keep_words(a, b, VECTOR_LOADS, mask, masks, m0 + it, lane)
+                it += STEP
+                for u in range(VECTOR_LOADS):
+                    a[u] = na[u]
+                    b[u] = nb[u]
+        while it + V <= items:  # range-checked, one load at a time
+            a[0], b[0] = load_lane(src, src_base, wfirst + it * 32, total)
+            n += keep_words(a, b, 1, mask, masks, m0 + it, lane)
+            it += V
+        return n, it
+
+    @inline
+    def count_strided(src, off, e, c_last, it, items, total, mask, masks, m0, lane, g):
+        """Count pass over any layout from step ``it``: lane ``i`` reads element
+        ``e`` (``32 * step + i`` of the warp's), at ``off``, innermost coordinate
+        ``c_last``.  ``STRIDED_LOADS`` steps at once where the whole warp is in
+        range and no lane's row wraps within them, else one; the odometer
+        (``g``: coords, shape, strides, ndim) carries only when a row wraps.
+        Returns the lane's share of the count (every lane counts whole ballots:
+        the caller takes lane 0's)."""
+        coords, shape, strides, ndim = g
+        last = ndim - 1
+        n_last = shape[last]
+        s_last = strides[last]
+        v = cuda.local.array(STRIDED_LOADS, item)
+        bal = cuda.local.array(STRIDED_LOADS, uint32)
+        S = STRIDED_LOADS
+        n = int64(0)
+        while it < items:
+            if all_lanes(
+                it + S <= items and e + 32 * (S - 1) < total and c_last + 32 * (S - 1) < n_last
+            ):
+                for u in range(S):
+                    v[u] = src[off + 32 * u * s_last]
+                for u in range(S):
+                    bal[u] = ballot(is_nonzero(v[u], mask))
+                for u in range(S):
+                    if lane == 0:
+                        masks[uint64(m0 + it + u)] = bal[u]
+                    n += cuda.popc(bal[u])
+                k = S
+            else:
+                flag = False
+                if e < total:
+                    flag = is_nonzero(src[off], mask)
+                bal[0] = ballot(flag)
+                if lane == 0:
+                    masks[uint64(m0 + it)] = bal[0]
+                n += cuda.popc(bal[0])
+                k = 1
+            it += k
+            e += 32 * k
+            c_last += 32 * k
+            off += 32 * k * s_last
+            if c_last >= n_last:  # a row wrapped: let the odometer carry from the last step
+                coords[last] = c_last - 32
+                off = advance(coords, shape, strides, ndim, 32, off - 32 * s_last)
+                c_last = coords[last]
+        return n
+
+    @inline
+    def write_rows(masks, m0, items, row, e0, lane, g, out, out_base, rs, cs, width, limit):
+        """Write this warp's rows from ``row`` on, in element order, from its kept
+        masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
+        reads word ``base + i`` of the next 32, and one ballot says which of them
+        hold non-zeros: the warp visits those words only (at 1% density, about 3
+        in 4 are empty).  Rows at and past ``limit`` are not written."""
+        coords, shape, strides, ndim = g
+        last = ndim - 1
+        n_last = shape[last]
+        lt = uint32((1 << lane) - 1)
+        unravel(e0, shape, ndim, coords)
+        c0 = coords[last]
+        c_last = c0
+        # No lane's row wraps within the warp's elements (always so for 1-d inputs):
+        # word k's innermost coordinate is then c0 + 32 k, with no odometer.
+        flat = all_lanes(c0 + 32 * (items - 1) < n_last)
+        at = 0  # else: the word (from m0) that the odometer stands at
+        base = 0
+        while base < items:
+            bw = uint32(0)
+            if base + lane < items:
+                bw = masks[uint64(m0 + base + lane)]
+            live = ballot(bw != uint32(0))
+            while live != uint32(0):
+                # The first word left: its bit and those below it, then cleared.
+                k = base + cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
+                live = uint32(live & (live - uint32(1)))
+                b = masks[uint64(m0 + k)]
+                if flat:
+                    c_last = c0 + 32 * k
+                else:
+                    step = (k - at) * 32
+                    at = k
+                    c_last += step
+                    if c_last >= n_last:  # rows wrapped: let the odometer carry
+                        coords[last] = c_last - step
+                        advance(coords, shape, strides, ndim, step, 0)
+                        c_last = coords[last]
+                r = row + cuda.popc(b & lt)
+                if (b >> lane) & 1 and r < limit:
+                    if width == 1:  # the common case, without the column loop
+                        out[out_base + r * rs] = c_last
+                    else:
+                        write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
+                row += cuda.popc(b)
+            base += 32
+
+    def nonzero_tiles(src, mask, p, status, out, count, epoch, tile_base, vec):
+        """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
+        consecutive elements, 32 at a time (lane i reads element i: coalesced).
+
+        ``p`` is a :data:`~dmlnumba.params.NONZERO_CUDA` block; ``status`` the
+        look-back buffer (:mod:`dmlnumba.tile_status`), ``epoch`` this call's
+        number on it and ``tile_base`` its first tile-counter value; ``vec`` 1
+        where the input is C-contiguous and 16-byte aligned.
+        """
+        src_base = p[P.src_base]
+        ndim = p[P.ndim]
+        total = p[P.total]
+        items = p[P.items]
+        warp_rows = cuda.shared.array(33, int64)
+        tile_info = cuda.shared.array(1, int64)
+        masks = cuda.shared.array(MAX_MASKS, uint32)
+        shape = cuda.local.array(MAXD, int64)
+        read_row(p, P.shape, ndim, shape)
+        strides = cuda.local.array(MAXD, int64)
+        read_row(p, P.strides, ndim, strides)
+        coords = cuda.local.array(MAXD, int64)  # the odometer
+        g = (coords, shape, strides, ndim)
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        nwarps = cuda.blockDim.x >> 5
+        tag = ts.tag_of(epoch)
+        if tid == 0:
+            tile_info[0] = ts.take_tile(status, tile_base)
+        cuda.syncthreads()
+        tile = tile_info[0]
+        seg = 32 * items
+        e0 = tile * seg * nwarps + warp * seg + lane
+        m0 = warp * items
+
+        # 1. Count.
+        n = int64(0)
+        it = 0
+        if vec != 0:
+            full = (tile + 1) * seg * nwarps <= total
+            n, it = count_vector(
+                src, src_base, total, items, mask, masks, m0, e0 - lane + lane * V, full, lane
+            )
+            n = warp_sum(n)
+        e = e0 + it * 32
+        unravel(e, shape, ndim, coords)
+        off = src_base + offset(coords, strides, ndim)
+        n += count_strided(
+            src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g
+        )
+        if lane == 0:
+            warp_rows[warp] = n
+        cuda.syncthreads()
+
+        # 2. Look back: scan the warps, publish the tile's count, learn its first row.
+        if tid == 0:
+            acc = int64(0)
+            for w in range(nwarps):
+                c = warp_rows[w]
+                warp_rows[w] = acc
+                acc += c
+            warp_rows[32] = acc
+            ts.publish(status, tile, ts.PREFIX if tile == 0 else ts.AGGREGATE, tag, acc)
+        excl = ts.look_back(status, tile, tag)
+        if tid == 0:
+            acc = warp_rows[32]
+            if tile != 0:
+                ts.publish(status, tile, ts.PREFIX, tag, excl + acc)
+            if tile == cuda.gridDim.x - 1:
+                count[p[P.count_pos]] = excl + acc
+        cuda.syncthreads()
+
+        # 3. Write.
+        write_rows(
+            masks,
+            m0,
+            items,
+            excl + warp_rows[warp],
+            e0,
+            lane,
+            g,
+            out,
+            p[P.out_base],
+            p[P.rs],
+            p[P.cs],
+            p[P.width],
+            p[P.limit],
+        )
+
+    return nonzero_tiles

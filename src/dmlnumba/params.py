@@ -1,0 +1,115 @@
+"""Kernel parameter blocks: one declaration each, read by host and kernel alike.
+
+A parameter block is one int64 array: ``MAXD``-long rows (a shape, strides, each
+padded to ``MAXD``) followed by scalars.  A kernel gets it as one argument (a
+pointer on a GPU, an array on the CPU) instead of a dozen scalars: numba's
+dispatch and a CUDA launch cost per argument, and one block of a layout is built
+once and reused.
+
+Each block is declared once, as a named tuple of slot numbers: a kernel reads
+``p[NONZERO_CUDA.total]`` or ``p[NONZERO_CUDA.shape + d]`` (numba folds the
+global tuple into constants), and the host builds the array with :func:`pack`
+by field name.  Plain Python and NumPy: no numba import.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+#: The most dimensions a tensor has (DirectML's limit).
+MAXD = 8
+
+
+def declare(name, rows, scalars):
+    """A block with the ``rows`` (``MAXD`` slots each) then the ``scalars`` (one
+    slot each): a named tuple of each field's first slot."""
+    kind = namedtuple(name, rows + scalars)  # type: ignore[misc]
+    slots = [MAXD * i for i in range(len(rows))]
+    slots += [MAXD * len(rows) + j for j in range(len(scalars))]
+    block = kind(*slots)
+    _ROWS[name] = rows
+    return block
+
+
+_ROWS: dict = {}
+
+
+def size(decl, /):
+    """The slots of a block of ``decl``."""
+    return decl[-1] + 1
+
+
+def pack(decl, /, **values):
+    """The int64 array of a ``decl`` block with every field's value (rows as
+    sequences of at most ``MAXD`` integers, padded with zeros); a field left out,
+    or one ``decl`` does not have, is an error."""
+    name = type(decl).__name__
+    missing = set(decl._fields) - set(values)
+    extra = set(values) - set(decl._fields)
+    if missing or extra:
+        raise TypeError(f"{name}: missing {sorted(missing)}, unknown {sorted(extra)}")
+    rows = _ROWS[name]
+    a = np.zeros(size(decl), np.int64)
+    for f in decl._fields:
+        slot = getattr(decl, f)
+        v = values[f]
+        if f in rows:
+            a[slot : slot + len(v)] = v
+        else:
+            a[slot] = int(v)
+    return a
+
+
+#: The CUDA slice1 kernel's block (see :mod:`dmlnumba.slice_kernel`).
+SLICE_CUDA = declare(
+    "SliceCuda",
+    rows=("shape", "src_strides", "dst_strides"),
+    scalars=(
+        "src_base",  # index of the window's first element in the flat source
+        "dst_base",  # index of the output's first element in the flat destination
+        "ndim",
+        "seg",  # elements of the inner dimension a tile copies
+        "nseg",  # tiles across the inner dimension
+        "rows",  # rows of the outer dimensions
+        "nrows",  # consecutive rows a tile walks
+        "ntiles",
+    ),
+)
+
+#: The CUDA nonzero kernel's block (see :mod:`dmlnumba.nonzero_kernel`).
+NONZERO_CUDA = declare(
+    "NonzeroCuda",
+    rows=("shape", "strides"),
+    scalars=(
+        "src_base",  # index of element 0 in the flat input
+        "ndim",
+        "total",  # elements
+        "items",  # steps of 32 elements a warp takes per tile
+        "out_base",  # index of coordinate row 0, column 0 in the flat output
+        "rs",  # row and column strides of the output, in items
+        "cs",
+        "width",  # columns
+        "count_pos",  # index of the count in its flat view
+        "limit",  # rows the output holds: rows at and past it are not written
+    ),
+)
+
+#: The CPU nonzero drivers' block (see :mod:`dmlnumba.kernels_cpu`).
+NONZERO_CPU = declare(
+    "NonzeroCpu",
+    rows=(),
+    scalars=(
+        "src_base",  # index of element 0 in the flat input view
+        "first",  # the input's first element in the row-major order of ``geom``'s shape
+        "n",  # elements
+        "block",  # elements per block
+        "nblocks",
+        "out_base",  # index of coordinate row 0, column 0 in the flat output view
+        "rs",  # row and column strides of the output, in items
+        "cs",
+        "width",  # columns
+        "count_pos",  # index of the count in its flat view
+        "contiguous",  # 1: element e is src[src_base + e]
+        "limit",  # rows the output holds
+    ),
+)

@@ -1,0 +1,127 @@
+"""The decoupled look-back of the CUDA nonzero: tile status words and the
+block-wide look-back over them (CUB's ``ScanTileState`` and
+``TilePrefixCallbackOp``; Merrill and Garland, "Single-pass Parallel Prefix Scan
+with Decoupled Look-back", 2016).
+
+Each tile publishes one status word: first its own count (an ``AGGREGATE``),
+then, once it knows the counts of all tiles before it, its inclusive prefix (a
+``PREFIX``).  A tile learns its exclusive prefix by adding up its predecessors'
+words from the newest back to the first ``PREFIX``.
+
+A word is a uint64 (numba never mixes signed and unsigned 64-bit integers):
+2 kind bits, a 22-bit epoch, then a 40-bit value.  The epoch is the call's
+number on its stream, so words left by earlier calls read as ``NOT_READY`` and
+the status buffer needs no zeroing between calls.  Slot 0 of the buffer is the
+tile counter; tile ``t``'s word is slot ``t + 1``.
+"""
+
+import numpy as np
+from numba import cuda, int64, uint64
+
+from .warp import device
+
+#: Status kinds.
+NOT_READY = np.uint64(0)
+AGGREGATE = np.uint64(1)
+PREFIX = np.uint64(2)
+
+KIND_SHIFT = np.uint64(62)
+EPOCH_SHIFT = np.uint64(40)
+EPOCH_BITS = 22
+EPOCH_MASK = np.uint64((1 << EPOCH_BITS) - 1)
+VALUE_BITS = 40
+VALUE_MASK = np.uint64((1 << VALUE_BITS) - 1)
+
+
+@device
+def tag_of(epoch):
+    """The epoch bits of this call's words."""
+    return (uint64(epoch) & EPOCH_MASK) << EPOCH_SHIFT
+
+
+@device
+def take_tile(status, tile_base):
+    """The next tile of this call (its number from 0): tiles are taken in launch
+    order, so a tile's predecessors are running or done and the look-back cannot
+    wait on a block that was never scheduled."""
+    return int64(cuda.atomic.add(status, 0, uint64(1)) - uint64(tile_base))
+
+
+@device
+def publish(status, tile, kind, tag, value):
+    cuda.atomic.exch(status, tile + 1, (kind << KIND_SHIFT) | tag | uint64(value))
+
+
+@device
+def read(status, tile, tag):
+    """Tile ``tile``'s word; a word of another call reads as ``NOT_READY`` (0)."""
+    word = cuda.atomic.add(status, tile + 1, uint64(0))  # an atomic read: never a stale copy
+    if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
+        return uint64(0)
+    return word
+
+
+@device
+def kind_of(word):
+    return word >> KIND_SHIFT
+
+
+@device
+def value_of(word):
+    return int64(word & VALUE_MASK)
+
+
+@device
+def look_back(status, tile, tag):
+    """The exclusive prefix of ``tile`` (the sum of the values of tiles 0 to
+    ``tile - 1``), found by every thread of the block together and returned to
+    all of them.
+
+    A round reads a window of ``blockDim.x`` predecessors, thread ``i`` the tile
+    ``newest - i``.  Shared-memory atomics find the window's first word that is
+    not an ``AGGREGATE`` (the stop), and add up the words before it, plus the
+    stop itself where it is a ``PREFIX`` (per warp, then across warps).  A
+    ``PREFIX`` stop ends the look-back; a ``NOT_READY`` one starts the next round
+    at the stop's tile, which is read again.  The loop is block-uniform (its
+    state is shared), so every thread meets the same barriers.
+    """
+    prefix = cuda.shared.array(1, int64)  # sum of the words added so far
+    newest = cuda.shared.array(1, int64)  # the newest tile of the next window
+    done = cuda.shared.array(1, int64)
+    stop = cuda.shared.array(1, int64)  # first thread whose word is no AGGREGATE
+    warp_sums = cuda.shared.array(32, int64)
+    tid = cuda.threadIdx.x
+    window = cuda.blockDim.x
+    if tid == 0:
+        prefix[0] = 0
+        newest[0] = tile - 1
+        done[0] = 1 if tile == 0 else 0
+        stop[0] = window
+    if tid < 32:
+        warp_sums[tid] = 0
+    cuda.syncthreads()
+    while done[0] == 0:
+        q = newest[0] - tid
+        word = PREFIX << KIND_SHIFT  # before tile 0: an inclusive prefix of 0
+        if q >= 0:
+            word = read(status, q, tag)
+        kind = kind_of(word)
+        if kind != AGGREGATE:
+            cuda.atomic.min(stop, 0, int64(tid))
+        cuda.syncthreads()
+        first = stop[0]
+        if tid < first or (tid == first and kind == PREFIX):
+            cuda.atomic.add(warp_sums, tid >> 5, value_of(word))
+        cuda.syncthreads()
+        lead = first if first < window else 0
+        if tid == lead:  # the stop's thread (thread 0 after a window of aggregates)
+            for w in range(32):
+                prefix[0] += warp_sums[w]
+                warp_sums[w] = 0
+            if first < window and kind == PREFIX:
+                done[0] = 1
+            else:  # past the aggregates; a tile not ready is read again
+                newest[0] -= first
+            stop[0] = window
+        cuda.syncthreads()
+    return prefix[0]

@@ -1,0 +1,129 @@
+"""Warp primitives for the CUDA kernels, one interface for the GPU and the simulator.
+
+On a GPU each is the hardware instruction (a vote, a shuffle, a 16-byte load).
+Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), which has no warp
+instructions, each is a stand-in through a shared array of its own.  The
+stand-ins synchronize the block, so the kernels call every primitive at a point
+that all threads of a block reach together (block-uniform control flow); on a
+GPU that is more than the warp-uniformity they need, never less.
+
+This is the only module that knows about the simulator's limits: the kernels
+(:mod:`dmlnumba.slice_kernel`, :mod:`dmlnumba.nonzero_kernel`) call these and
+have no simulator branches.
+"""
+
+import numpy as np
+from numba import config as _nbconfig
+from numba import cuda, int32, int64, uint32
+
+SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
+FULL = 0xFFFFFFFF
+
+#: ``cuda.jit(device=True)``, cached on disk on a GPU (the simulator has no cache).
+device = cuda.jit(device=True, cache=not SIM)
+#: Device functions made inside a kernel factory: compiled into the kernel, which
+#: is what the disk cache keeps.
+inline = cuda.jit(device=True)
+
+#: The most threads a simulated block may have (the stand-ins' shared arrays).
+_SIM_THREADS = 1024
+
+if SIM:
+
+    @cuda.jit(device=True)
+    def ballot(flag):
+        """Bit ``i``: lane ``i`` of this warp passed a true ``flag``."""
+        scratch = cuda.shared.array(_SIM_THREADS, int32)
+        tid = cuda.threadIdx.x
+        scratch[tid] = 1 if flag else 0
+        cuda.syncthreads()
+        base = tid - (tid & 31)
+        m = 0
+        for i in range(32):
+            if scratch[base + i]:
+                m |= 1 << i
+        cuda.syncthreads()
+        return uint32(m)
+
+    @cuda.jit(device=True)
+    def all_lanes(flag):
+        """Whether every lane passed a true ``flag`` (here: every thread of the
+        block, a stricter vote that is still uniform within each warp)."""
+        return cuda.syncthreads_and(1 if flag else 0) != 0
+
+    @cuda.jit(device=True)
+    def shfl_down(x, d):
+        """Lane ``lane + d``'s ``x`` (a uint32), or this lane's own past lane 31."""
+        scratch = cuda.shared.array(_SIM_THREADS, np.uint32)
+        tid = cuda.threadIdx.x
+        scratch[tid] = x
+        cuda.syncthreads()
+        r = scratch[tid + d] if (tid & 31) + d < 32 else x
+        cuda.syncthreads()
+        return uint32(r)
+
+    @cuda.jit(device=True)
+    def warp_sum(x):
+        """The sum of ``x`` (an int32-sized count) over the warp, in every lane."""
+        scratch = cuda.shared.array(_SIM_THREADS, np.int64)
+        tid = cuda.threadIdx.x
+        scratch[tid] = x
+        cuda.syncthreads()
+        base = tid - (tid & 31)
+        t = 0
+        for i in range(32):
+            t += scratch[base + i]
+        cuda.syncthreads()
+        return int64(t)
+
+    def load16(src, i):
+        """16 bytes from element ``i`` on: two little-endian 64-bit words."""
+        w = src.itemsize
+        a = b = 0
+        for j in range(16 // w):
+            v = int(src[i + j]) << (8 * ((j * w) % 8))
+            if j * w < 8:
+                a |= v
+            else:
+                b |= v
+        return np.uint64(a), np.uint64(b)
+
+else:
+    from llvmlite import ir as _ir
+    from numba import types as _types
+    from numba.cuda.extending import intrinsic as _intrinsic
+
+    @device
+    def ballot(flag):
+        return uint32(cuda.ballot_sync(FULL, flag))
+
+    @device
+    def all_lanes(flag):
+        return cuda.all_sync(FULL, flag)
+
+    @device
+    def shfl_down(x, d):
+        return uint32(cuda.shfl_down_sync(FULL, int32(x), d))
+
+    @device
+    def warp_sum(x):
+        x = int32(x)
+        for d in (16, 8, 4, 2, 1):
+            x += cuda.shfl_xor_sync(FULL, x, d)
+        return int64(x)
+
+    @_intrinsic
+    def load16(typingctx, ptr, idx):
+        """16 bytes from element ``idx`` of ``ptr`` on, in one vector load
+        (``ld.global.v2.u64``; the address must be 16-byte aligned): two
+        little-endian 64-bit words."""
+        sig = _types.UniTuple(_types.uint64, 2)(ptr, idx)
+
+        def codegen(context, builder, signature, args):
+            p, i = args
+            vty = _ir.VectorType(_ir.IntType(64), 2)
+            v = builder.load(builder.bitcast(builder.gep(p, [i]), vty.as_pointer()), align=16)
+            words = [builder.extract_element(v, _ir.Constant(_ir.IntType(32), k)) for k in range(2)]
+            return context.make_tuple(builder, signature.return_type, words)
+
+        return sig, codegen
