@@ -110,3 +110,38 @@ def device_view(dbuf, view_of, buf):
     ptr0 = dbuf.__cuda_array_interface__["data"][0]
     delta = v.__array_interface__["data"][0] - buf.__array_interface__["data"][0]
     return ForeignCudaArray(dbuf, ptr0 + delta, v.shape, v.strides, v.dtype)
+
+
+def record_paths(monkeypatch, device):
+    """A list that every kernel call of the test appends to: on the CPU
+    ``("cpu", key)`` with the kernel's key (ending in ``"parallel"`` where it ran
+    on numba's threads); on CUDA ``(name, source bits, launch arguments)``."""
+    seen = []
+    if device == "cpu":
+        from dmlnumba import target_cpu
+
+        real_run = target_cpu._run
+
+        def run(kernel, key, *args):
+            seen.append(("cpu", key))
+            return real_run(kernel, key, *args)
+
+        monkeypatch.setattr(target_cpu, "_run", run)
+        return seen
+    from dmlnumba import launch
+
+    names = {}
+    real_kernel, real_launch = launch.kernel, launch.launch
+
+    def kernel(name, src_bits, out_bits=0):
+        k = real_kernel(name, src_bits, out_bits)
+        names[id(k)] = (name, src_bits)
+        return k
+
+    def launch_(k, grid, block, stream, args, ctx=0):
+        seen.append(names[id(k)] + (tuple(args),))
+        return real_launch(k, grid, block, stream, args, ctx)
+
+    monkeypatch.setattr(launch, "kernel", kernel)
+    monkeypatch.setattr(launch, "launch", launch_)
+    return seen

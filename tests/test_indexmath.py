@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from dmlnumba import indexmath as im
 from dmlnumba import layout
 
-from strategies import LAYOUTS, make_layout, shapes
+from strategies import LAYOUTS, laid_out, shapes
 
 
 @given(shape=shapes(max_dims=8, max_side=5, max_size=400), data=st.data())
@@ -32,6 +32,51 @@ def test_next_row_walks_every_row_in_order(shape):
         seen.append(tuple(coords[:-1]))
     assert coords == [0] * ndim
     assert seen == list(itertools.product(*(range(n) for n in shape[:-1])))
+
+
+@given(shape=shapes(max_dims=6, max_side=7, max_size=2000), data=st.data())
+def test_advance_moves_the_odometer_and_the_offset(shape, data):
+    """From any element, ``advance`` by any ``k`` lands where ``unravel`` puts element
+    ``start + k``, with the offset moved to match (strides of any sign, zero too); past
+    the last element, the outermost coordinate runs past its size."""
+    ndim = len(shape)
+    size = int(np.prod(shape))
+    strides = data.draw(st.lists(st.integers(-50, 50), min_size=ndim, max_size=ndim))
+    start = data.draw(st.integers(0, size - 1))
+    k = data.draw(st.integers(0, 2 * size))
+    coords = [0] * ndim
+    im.unravel(start, shape, ndim, coords)
+    base = data.draw(st.integers(-1000, 1000))
+    off = im.advance(coords, shape, strides, ndim, k, base + im.offset(coords, strides, ndim))
+    end = start + k
+    if end < size:
+        want = [0] * ndim
+        im.unravel(end, shape, ndim, want)
+        assert coords == want
+    else:  # row-major position end, with the outermost coordinate unbounded
+        assert coords[0] >= shape[0]
+        inner = int(np.prod(shape[1:]))
+        want = [0] * ndim
+        im.unravel(end % inner if ndim > 1 else 0, shape[1:] or [1], max(ndim - 1, 1), want)
+        assert coords[0] == end // inner
+        assert coords[1:] == want[: ndim - 1]
+    assert off == base + im.offset(coords, strides, ndim)
+
+
+def test_read_row_copies_one_row_of_a_parameter_block():
+    from dmlnumba.params import NONZERO_CUDA, pack
+
+    p = pack(
+        NONZERO_CUDA,
+        **{f: 0 for f in NONZERO_CUDA._fields if f not in ("shape", "strides")},
+        shape=(3, 4, 5),
+        strides=(-20, 5, 1),
+    )
+    out = [9] * 8
+    im.read_row(p, NONZERO_CUDA.strides, 3, out)
+    assert out == [-20, 5, 1, 9, 9, 9, 9, 9]
+    im.read_row(p, NONZERO_CUDA.shape, 2, out)
+    assert out[:3] == [3, 4, 1]
 
 
 def test_offset_is_dot_product():
@@ -81,11 +126,11 @@ def test_block_bounds_cover_the_range():
 @given(
     shape=shapes(max_dims=6, max_side=5, max_size=500),
     layout_name=st.sampled_from(LAYOUTS),
-    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
 )
-def test_extent_spans_exactly_the_array(shape, layout_name, seed):
-    rng = np.random.default_rng(seed)
-    a = make_layout(rng, np.arange(int(np.prod(shape)), dtype=np.int32), shape, layout_name)
+def test_extent_spans_exactly_the_array(shape, layout_name, data):
+    base = np.arange(int(np.prod(shape)), dtype=np.int32)
+    a = data.draw(laid_out(base, shape, layout_name))
     low, span, base, es = layout.extent(a.shape, a.strides, a.itemsize)
     lo, hi = np.lib.array_utils.byte_bounds(a)
     ptr = a.__array_interface__["data"][0]

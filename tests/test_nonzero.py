@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 import dmlnumba
 from dmlnumba.validation import effective_rank
 
-from devices import DEVICES, device_view, needs_real_gpu, skip_on_cudasim, to_device, to_host
+from devices import (
+    DEVICES,
+    device_view,
+    needs_real_gpu,
+    record_paths,
+    skip_on_cudasim,
+    to_device,
+    to_host,
+)
 from strategies import NONZERO_DTYPES, arrays, check_written, fill, odd_out
 
 SPEC_INPUT = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(
@@ -246,6 +254,7 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
     is not aligned and is read element by element."""
     from dmlnumba import config
 
+    paths = record_paths(monkeypatch, device)
     monkeypatch.setattr(config, "CUDA_THREADS", 32)
     monkeypatch.setattr(config, "CUDA_NONZERO_ITEMS", 72)
     monkeypatch.setattr(config, "CUDA_NONZERO_TILES", 1)  # 72 steps a lane, not fewer
@@ -260,6 +269,10 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
     dx = x if device == "cpu" else device_view(to_device(buf, device), view_of, buf)
     count, coords = dmlnumba.nonzero_coordinates(dx, device=device)
     _assert_matches_argwhere(x, count, coords)
+    if device == "cuda":  # the last launch argument says 16-byte loads
+        assert [(p[0], p[1], p[2][-1]) for p in paths] == [
+            ("nonzero", 8 * x.itemsize, 1 if shift == 0 else 0)
+        ]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -305,3 +318,35 @@ def test_max_count_argument_errors():
             dmlnumba.nonzero_coordinates(x, max_count=bad)
     with pytest.raises(ValueError, match=r"out_coordinates has 2 rows, too few"):
         dmlnumba.nonzero_coordinates(x, max_count=3, out_coordinates=np.zeros((2, 1), np.uint32))
+
+
+@pytest.mark.parametrize("op", ["nonzero", "slice1"])
+def test_cpu_threads_only_for_large_inputs(op, monkeypatch):
+    """Inputs of at least CPU_PARALLEL_MIN elements (in more than one block) run on
+    numba's threads; smaller ones, and any call inside ``one_thread()`` (a dask
+    task's), on the calling thread.  The results are the same."""
+    from dmlnumba import config, target_cpu
+
+    paths = record_paths(monkeypatch, "cpu")
+    monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 1000)
+    monkeypatch.setattr(config, "CPU_NONZERO_BLOCK", 64)
+    monkeypatch.setattr(config, "CPU_SLICE_CHUNK", 64)
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
+    rng = np.random.default_rng(3)
+
+    def run(n):
+        x = fill(rng, np.float32, n, 0.5).reshape(n // 10, 10)
+        if op == "nonzero":
+            count, coords = dmlnumba.nonzero_coordinates(x)
+            _assert_matches_argwhere(x, count, coords)
+        else:
+            out = dmlnumba.slice1(x, (0, 0), (x.shape[0], 10), (1, -1))
+            np.testing.assert_array_equal(out.view(np.uint32), x[:, ::-1].view(np.uint32))
+        ran = [key[-1] == "parallel" for _, key in paths]
+        paths.clear()
+        return ran
+
+    assert run(990) == [False]
+    assert run(2000) == [True]
+    with target_cpu.one_thread():
+        assert run(2000) == [False]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import dmlnumba
 
-from devices import DEVICES, device_view, skip_on_cudasim, to_device, to_host
+from devices import DEVICES, device_view, record_paths, skip_on_cudasim, to_device, to_host
 from strategies import arrays, bits, check_written, odd_out, slice1_reference, windows
 
 SPEC_INPUT = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
@@ -160,10 +160,11 @@ def test_torch_cpu_tensor_via_dlpack():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
 @pytest.mark.parametrize("shift", [0, 1])
-def test_contiguous_rows_copied_as_words(device, dtype, shift):
+def test_contiguous_rows_copied_as_words(device, dtype, shift, monkeypatch):
     """Windows whose rows are contiguous in input and output, a multiple of 8 bytes
     long and 8-byte aligned are copied in 8-byte words on the GPU; an output moved by
     one element (``shift``) is not aligned and takes the element-wise copy."""
+    paths = record_paths(monkeypatch, device)
     x = (np.arange(5 * 6 * 64) % 251).astype(dtype).reshape(5, 6, 64)
     idx = np.s_[1:4, ::-1, 8:56]
     want = np.ascontiguousarray(x[idx])
@@ -176,6 +177,9 @@ def test_contiguous_rows_copied_as_words(device, dtype, shift):
     out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
     dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx), out=out, device=device)
     np.testing.assert_array_equal(to_host(dbuf)[shift:].reshape(want.shape), want)
+    if device == "cuda":
+        bits = 8 * np.dtype(dtype).itemsize
+        assert [p[:2] for p in paths] == [("slice", 64 if shift == 0 else bits)]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -218,11 +222,12 @@ def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypa
     """New outputs of at most CPU_SLICE_NUMPY_MAX elements take NumPy's view-and-copy
     (bit-exact: a byte copy); larger ones the kernel."""
     from dmlnumba import api, config, target_cpu
+    from dmlnumba.caches import Bounded
 
     calls = []
     real = target_cpu._copy
     monkeypatch.setattr(target_cpu, "_copy", lambda *a: (calls.append(a[-1]), real(*a)))
-    monkeypatch.setattr(api, "_runners", {})
+    monkeypatch.setattr(api, "_runners", Bounded())
     raw = np.array([0x7FC01234, 0x80000000, 0xFF800000, 1, 2, 3] * 50, np.uint32)
     x = raw.view(np.float32).reshape(15, 20)
     small = dmlnumba.slice1(x, (1, 2), (13, 17), (-2, 3))
