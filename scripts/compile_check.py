@@ -23,7 +23,7 @@ from dmlnumba import launch  # noqa: E402
 for name in ("slice", "nonzero"):
     for sb in (8, 16, 32, 64):
         for ob in (0,) if name == "slice" else (32, 64):
-            fn, sig = launch.python_kernel(name, sb, ob), launch.signature(name, sb, ob)
+            fn, sig = launch.python_kernel(name, sb), launch.signature(name, sb, ob)
             ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
             local = ptx.count("ld.local") + ptx.count("st.local")
             what = f"{name:8s} src {sb:2d} bits, out {ob:2d} bits"

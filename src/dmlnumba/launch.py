@@ -27,12 +27,11 @@ _configs = Bounded()
 _functions = Bounded()
 
 
-def python_kernel(name, src_bits, out_bits=0):
-    """The kernel's Python function for ``src_bits``-bit elements (and, for nonzero,
-    ``out_bits``-bit coordinates)."""
+def python_kernel(name, src_bits):
+    """The kernel's Python function for ``src_bits``-bit elements."""
     if name == "slice":
         return make_slice(_UINT[src_bits])
-    return make_nonzero(128 // src_bits, _UINT[src_bits], _UINT[out_bits])
+    return make_nonzero(128 // src_bits, _UINT[src_bits])
 
 
 def signature(name, src_bits, out_bits=0):
@@ -52,7 +51,7 @@ def kernel(name, src_bits, out_bits=0):
     regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
 
     def make():
-        fn = python_kernel(name, src_bits, out_bits)
+        fn = python_kernel(name, src_bits)
         if SIM:
             return cuda.jit(fn)
         sig = signature(name, src_bits, out_bits)

@@ -22,7 +22,7 @@ from . import tile_status as ts
 from .indexmath_gpu import advance, is_nonzero, offset, read_row, unravel, write_coordinates
 from .params import MAXD
 from .params import NONZERO_CUDA as P
-from .warp import all_lanes, ballot, inline, load16, shfl_down, sync_warp, warp_sum
+from .warp import all_lanes, ballot, inline, load16, shfl_down, warp_sum
 
 #: Shared ballot masks per block: warps x items.  The host keeps
 #: ``(threads // 32) * items`` within this.
@@ -31,16 +31,11 @@ MAX_MASKS = 2048
 VECTOR_LOADS = 4
 #: Element loads each lane has in flight in the strided count.
 STRIDED_LOADS = 8
-#: Warps of a block whose multi-column rows go out through shared memory (one
-#: word's rows at a time: 32 rows of up to MAXD columns each).
-STAGE_WARPS = 8
-_STAGE = STAGE_WARPS * 32 * MAXD
 
 
-def make_nonzero(V, item, out_item):
+def make_nonzero(V, item):
     """The nonzero kernel for elements of ``16 // V`` bytes, read as numba type
-    ``item`` (the unsigned integer type of that width), writing coordinates of
-    numba type ``out_item``."""
+    ``item`` (the unsigned integer type of that width)."""
     W = 32 // V  # lanes whose elements make up one 32-element mask word
     BITS = 128 // V  # bits an element
     HALF = max(V // 2, 1)  # elements in 8 bytes
@@ -227,24 +222,13 @@ def make_nonzero(V, item, out_item):
         return n
 
     @inline
-    def write_rows(masks, m0, items, row, e0, lane, warp, g, out, out_base, rs, cs, width, limit):
+    def write_rows(masks, m0, items, row, e0, lane, g, out, out_base, rs, cs, width, limit):
         """Write this warp's rows from ``row`` on, in element order, from its kept
         masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
         reads word ``base + i`` of the next 32, and one ballot says which of them
         hold non-zeros: the warp visits those words only (at 1% density, about 3
-        in 4 are empty).  Rows at and past ``limit`` are not written.
-
-        A word's rows are consecutive.  With one column, lane ``i`` writes the
-        coordinate of its element, and the warp's stores are contiguous.  With
-        more, written directly, lane ``i`` would store ``width`` values ``width``
-        apart and every store would touch ``width`` times the memory sectors: in
-        C-contiguous outputs the rows are staged in shared memory instead, then
-        copied out by consecutive lanes (a third of the L2 write traffic at
-        three columns; docs/PERFORMANCE.md)."""
+        in 4 are empty).  Rows at and past ``limit`` are not written."""
         coords, shape, strides, ndim = g
-        stage = cuda.shared.array(_STAGE, out_item)
-        staged = width > 1 and cs == 1 and rs == width and warp < STAGE_WARPS
-        s0 = warp * 32 * MAXD
         last = ndim - 1
         n_last = shape[last]
         lt = uint32((1 << lane) - 1)
@@ -276,24 +260,12 @@ def make_nonzero(V, item, out_item):
                         coords[last] = c_last - step
                         advance(coords, shape, strides, ndim, step, 0)
                         c_last = coords[last]
-                below = cuda.popc(b & lt)
-                mine = (b >> lane) & 1
-                if staged:
-                    if mine:
-                        write_coordinates(stage, s0 + below * width, 1, coords, ndim, width, c_last)
-                    sync_warp()
-                    n_out = max(min(cuda.popc(b), limit - row), 0) * width
-                    j = lane
-                    while j < n_out:
-                        out[out_base + row * width + j] = stage[s0 + j]
-                        j += 32
-                    sync_warp()  # the stage is free for the next word
-                elif mine and row + below < limit:
+                r = row + cuda.popc(b & lt)
+                if (b >> lane) & 1 and r < limit:
                     if width == 1:  # the common case, without the column loop
-                        out[out_base + (row + below) * rs] = c_last
+                        out[out_base + r * rs] = c_last
                     else:
-                        pos = out_base + (row + below) * rs
-                        write_coordinates(out, pos, cs, coords, ndim, width, c_last)
+                        write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
                 row += cuda.popc(b)
             base += 32
 
@@ -377,7 +349,6 @@ def make_nonzero(V, item, out_item):
             excl + warp_rows[warp],
             e0,
             lane,
-            warp,
             g,
             out,
             p[P.out_base],

@@ -3,10 +3,9 @@
 On a GPU each is the hardware instruction (a vote, a shuffle, a 16-byte load).
 Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), which has no warp
 instructions, each is a stand-in through a shared array of its own.  The
-stand-ins of the votes and shuffles synchronize the block, so the kernels call
-those at points that all threads of a block reach together (block-uniform
-control flow); on a GPU that is more than the warp-uniformity they need, never
-less.  :func:`sync_warp` is a real warp barrier in both.
+stand-ins synchronize the block, so the kernels call every primitive at a point
+that all threads of a block reach together (block-uniform control flow); on a
+GPU that is more than the warp-uniformity they need, never less.
 
 This is the only module that knows about the simulator's limits: the kernels
 (:mod:`dmlnumba.slice_kernel`, :mod:`dmlnumba.nonzero_kernel`) call these and
@@ -77,22 +76,6 @@ if SIM:
         cuda.syncthreads()
         return int64(t)
 
-    import threading
-
-    _warp_barriers: dict = {}
-    _warp_barriers_lock = threading.Lock()
-
-    @cuda.jit(device=True)
-    def sync_warp():
-        """Wait for the other 31 lanes of this warp (the simulator runs one block at
-        a time, so a barrier per warp index serves every block)."""
-        key = cuda.threadIdx.x >> 5
-        with _warp_barriers_lock:
-            b = _warp_barriers.get(key)
-            if b is None:
-                b = _warp_barriers[key] = threading.Barrier(32)
-        b.wait(timeout=60)
-
     def load16(src, i):
         """16 bytes from element ``i`` on: two little-endian 64-bit words."""
         w = src.itemsize
@@ -121,10 +104,6 @@ else:
     @device
     def shfl_down(x, d):
         return uint32(cuda.shfl_down_sync(FULL, int32(x), d))
-
-    @device
-    def sync_warp():
-        cuda.syncwarp(FULL)
 
     @device
     def warp_sum(x):
