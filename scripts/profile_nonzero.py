@@ -1,6 +1,7 @@
 """Calls for Nsight Compute to profile: nonzero over 2**K float32 elements at
-DENSITY (``K=28 DENSITY=0.01 ncu -k regex:nonzero --launch-skip 3 --launch-count 1
---section SpeedOfLight --section WarpStateStats python3 scripts/profile_nonzero.py``)."""
+DENSITY, 1-d or of SHAPE (``K=28 DENSITY=0.5 SHAPE=65536,64,64 ncu -k regex:nonzero
+--launch-skip 3 --launch-count 1 --section SpeedOfLight --section WarpStateStats
+python3 scripts/profile_nonzero.py``)."""
 
 import os
 
@@ -11,7 +12,8 @@ from dmlnumba.bench import gpu_nonzero_case
 
 k = int(os.environ.get("K", "28"))
 density = float(os.environ.get("DENSITY", "0.01"))
-xc, xt, cnt, crd, nnz = gpu_nonzero_case(1 << k, density)
+shape = tuple(int(v) for v in os.environ["SHAPE"].split(",")) if os.environ.get("SHAPE") else None
+xc, xt, cnt, crd, nnz = gpu_nonzero_case(1 << k, density, shape)
 for _ in range(5):
     dmlnumba.nonzero_coordinates(xc, out_count=cnt, out_coordinates=crd)
 cp.cuda.runtime.deviceSynchronize()
