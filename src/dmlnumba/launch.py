@@ -6,10 +6,12 @@ launch passes plain integers: it goes through ``cuda.core.launch`` with a cached
 launch configuration and function handle, and no per-call argument typing.
 Under the simulator, the same Python function is an ordinary kernel over arrays.
 
-Two numba-cuda details have no public API and are pinned with numba-cuda's
-version (``pyproject.toml``; ``tests/test_import.py`` checks the installed one):
-the compiled kernel's function handle (``_codelibrary.get_cufunc()``), and the
-launch arguments of an array parameter (numba's array ABI, :func:`array_arg`).
+Two numba-cuda details are not documented API, so numba-cuda's version is pinned
+to the tested range (``pyproject.toml``; ``tests/test_import.py`` checks the
+installed one): the compiled kernel's function handle (``kernel.library.get_cufunc()``,
+attributes without an underscore), and the launch arguments of an array
+parameter (numba's array ABI, :func:`array_arg`).  Nothing else of numba-cuda's is
+used beyond its public ``cuda.jit``, ``cuda.to_device`` and array interfaces.
 """
 
 from numba import cuda, types
@@ -84,7 +86,7 @@ def launch(k, grid, block, stream, args, ctx=0):
         return LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
 
     cfg = _configs.get_or_make((grid, block), make_config)
-    f = _functions.get_or_make((id(k), ctx), lambda: k._codelibrary.get_cufunc().kernel)
+    f = _functions.get_or_make((id(k), ctx), lambda: k.library.get_cufunc().kernel)
     _launch(core_stream(stream), cfg, f, *args)
 
 

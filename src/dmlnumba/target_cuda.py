@@ -161,12 +161,8 @@ class _Scratch:
         self.reset(s)
 
     def reset(self, s):
-        if SIM:
-            self.buf.copy_to_device(np.zeros(self.words, np.uint64))
-        else:
-            from numba.cuda.cudadrv.driver import device_memset
-
-            device_memset(self.buf, 0, self.words * 8, stream=s)
+        """Zero the words (when made, and when the epochs wrap: every 4 million calls)."""
+        self.buf.copy_to_device(np.zeros(self.words, np.uint64), stream=s)
         self.counter = 0
         self.epoch = 0
 
