@@ -284,21 +284,25 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
     buf = np.empty(COMPACT, np.int64)
     unravel(lo, shape, ndim, coords)
     last = ndim - 1
-    off = sb + offset(coords, strides, ndim)  # of element ``pos``, where the odometer is
-    pos = lo
+    n_last = shape[last]
+    pos = lo  # the element the odometer stands at
     k0 = lo
     while k0 < hi:
-        off = advance(coords, shape, strides, ndim, k0 - pos, off)
+        advance(coords, shape, strides, ndim, k0 - pos, 0)
         pos = k0
         if contiguous:
             m = min(COMPACT, hi - k0)
             c = _compact_row(src, sb + k0, 1, m, mask, buf)
         else:
-            m = min(COMPACT, hi - k0, shape[last] - coords[last])
-            c = _compact_row(src, off, strides[last], m, mask, buf)
+            m = min(COMPACT, hi - k0, n_last - coords[last])
+            c = _compact_row(src, sb + offset(coords, strides, ndim), strides[last], m, mask, buf)
         for i in range(min(c, row_end - row)):
             e = k0 + buf[i]
-            off = advance(coords, shape, strides, ndim, e - pos, off)
+            cl = coords[last] + (e - pos)
+            if cl < n_last:
+                coords[last] = cl
+            else:  # a row wrapped: let the odometer carry
+                advance(coords, shape, strides, ndim, e - pos, 0)
             pos = e
             write_coordinates(out, ob + row * rs, cs, coords, ndim, width, coords[last])
             row += 1
@@ -378,25 +382,25 @@ def _nonzero_driver(parallel):
         nblocks = p[P.nblocks]
         contiguous = p[P.contiguous] != 0
         limit = p[P.limit]
-        rows = np.empty(nblocks + 1, np.int64)
-        one_pass = nblocks == 1 and limit >= n
-        rows[0] = 0
-        if one_pass:
-            rows[1] = n
-        else:
-            for b in loop(nblocks):
-                rows[b + 1] = _count_block(
-                    src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
-                )
-            _scan(rows, nblocks)
-        end = np.empty(nblocks, np.int64)
         w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
+        if nblocks == 1 and limit >= n:  # one block, every row fits: no count, no scan
+            count[p[P.count_pos]] = _write_block(
+                src, src_base, mask, geom, first, n, block, np.int64(0), out, w, 0, n, contiguous
+            )
+            return
+        rows = np.empty(nblocks + 1, np.int64)
+        rows[0] = 0
+        for b in loop(nblocks):
+            rows[b + 1] = _count_block(
+                src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
+            )
+        _scan(rows, nblocks)
         for b in loop(nblocks):
             lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
-            end[b] = _write_block(
+            _write_block(
                 src, src_base, mask, geom, first, n, block, np.int64(b), out, w, lo, hi, contiguous
             )
-        count[p[P.count_pos]] = end[0] if one_pass else rows[nblocks]
+        count[p[P.count_pos]] = rows[nblocks]
 
     return jit(parallel=parallel, nogil=True)(nonzero)
 
