@@ -189,25 +189,27 @@ def slice1_reference(x, offsets, sizes, strides, output_sizes=None):
     return x[np.ix_(*idx)]
 
 
-def odd_out(rng, shape, dtype, kind):
+@st.composite
+def odd_outs(draw, shape, dtype, kind):
     """A writeable output of ``shape`` with odd strides inside a larger poisoned
-    buffer.  Returns ``(buf, view_of)``: ``view_of(buf)`` is the output, and
-    ``view_of`` applied to a copy of the buffer shows where the output lies, so
-    that tests can check that nothing outside it was written."""
+    buffer, every choice drawn.  Returns ``(buf, view_of)``: ``view_of(buf)`` is the
+    output, and ``view_of`` applied to a copy of the buffer shows where the output
+    lies, so that tests can check that nothing outside it was written."""
     dtype = np.dtype(dtype)
-    poison = fill(rng, dtype, 1, 1.0)[0]
+    u = uint_of(dtype)
+    poison = draw(values(dtype, 1).filter(lambda a: a.view(u)[0] != 0))[0]
     shape = tuple(shape)
     if kind == "C":
         return np.full(shape, poison, dtype), lambda b: b
     if kind == "F":
         return np.full(shape, poison, dtype, order="F"), lambda b: b
     if kind == "permuted":
-        perm = rng.permutation(len(shape))
+        perm = draw(st.permutations(range(len(shape))))
         inv = np.argsort(perm)
         buf = np.full(tuple(shape[p] for p in perm), poison, dtype)
         return buf, lambda b: b.transpose(inv)
     # "strided": gaps, some dimensions reversed, and a spare element at each end.
-    steps = [int(rng.integers(1, 3)) * (-1 if rng.random() < 0.4 else 1) for _ in shape]
+    steps = [draw(st.integers(1, 2)) * draw(st.sampled_from([1, 1, -1])) for _ in shape]
     big = tuple((n - 1) * abs(t) + 3 for n, t in zip(shape, steps))
     idx = tuple(
         slice(1, 1 + (n - 1) * t + 1, t) if t > 0 else slice(1 + (n - 1) * -t, 0, t)

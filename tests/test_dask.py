@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import dmlnumba
 
 from devices import CUDA, SIM
-from strategies import NONZERO_DTYPES, bits, fill
+from strategies import NONZERO_DTYPES, bits, values
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -22,9 +22,7 @@ def chunked_arrays(draw, max_dims=4, max_side=9):
     ndim = draw(st.integers(1, max_dims))
     shape = tuple(draw(st.integers(1, max_side)) for _ in range(ndim))
     dtype = draw(st.sampled_from(NONZERO_DTYPES))
-    density = draw(st.sampled_from([0.0, 0.05, 0.5, 1.0]))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    a = fill(rng, dtype, int(np.prod(shape)), density).reshape(shape)
+    a = draw(values(dtype, int(np.prod(shape)))).reshape(shape)
     chunks = []
     for n in shape:
         kind = draw(st.sampled_from(["whole", "ones", "uneven", "even"]))
