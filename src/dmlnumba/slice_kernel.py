@@ -5,7 +5,8 @@ segment of ``seg`` elements of the inner one).  ``blockDim.y`` tiles per block,
 ``blockDim.x`` threads across a row segment: consecutive threads copy
 consecutive elements.  A tile locates its first row by division once, then
 steps to the next rows with an odometer.  Each thread issues ``LOADS`` loads
-before it stores any, so that many are in flight (one body; ``LOADS`` is a
+before it stores any, along its row segment and on into the next rows, so that
+many are in flight whatever the rows' length (one body; ``LOADS`` is a
 compile-time constant, so the loops unroll into registers).
 """
 
@@ -41,10 +42,14 @@ def make_slice(item):
         read_row(p, P.dst_strides, ndim, dstr)
         coords = cuda.local.array(MAXD, int64)
         v = cuda.local.array(LOADS, item)
+        sa = cuda.local.array(LOADS, int64)
+        da = cuda.local.array(LOADS, int64)
         last = ndim - 1
         inner = shape[last]
         ss = sst[last]
         ds = dstr[last]
+        s_outer = sst[last - 1] if last > 0 else 0  # one row on in the next-to-last dimension
+        d_outer = dstr[last - 1] if last > 0 else 0
         bx = cuda.blockDim.x
         tile = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
         step = cuda.gridDim.x * cuda.blockDim.y
@@ -53,23 +58,40 @@ def make_slice(item):
             j0 = (tile - group * nseg) * seg + cuda.threadIdx.x
             end = min((tile - group * nseg) * seg + seg, inner)
             r = group * nrows
-            r_end = min(r + nrows, rows)
+            r_end = min(r + nrows, rows) if j0 < end else r  # else: no element of the row
             unravel(r, shape, last, coords)
+            s = src_base + offset(coords, sst, last)
+            d = dst_base + offset(coords, dstr, last)
+            j = j0
             while r < r_end:
-                s = src_base + offset(coords, sst, last)
-                d = dst_base + offset(coords, dstr, last)
-                j = j0
-                while j + (LOADS - 1) * bx < end:
-                    for u in range(LOADS):
-                        v[u] = src[s + (j + u * bx) * ss]
-                    for u in range(LOADS):
-                        dst[d + (j + u * bx) * ds] = v[u]
-                    j += LOADS * bx
-                while j < end:
-                    dst[d + j * ds] = src[s + j * ss]
-                    j += bx
-                next_row(coords, shape, ndim)
-                r += 1
+                # The next LOADS elements of this thread, along its row segment and on
+                # into the next rows: their addresses first, then all the loads, then
+                # the stores, so that short rows keep as many loads in flight as long
+                # ones.
+                n = 0
+                for u in range(LOADS):
+                    if r < r_end:
+                        sa[u] = s + j * ss
+                        da[u] = d + j * ds
+                        n = u + 1
+                        j += bx
+                        if j >= end:  # the next row
+                            j = j0
+                            r += 1
+                            if last > 0 and coords[last - 1] + 1 < shape[last - 1]:
+                                coords[last - 1] += 1  # the usual step: no odometer
+                                s += s_outer
+                                d += d_outer
+                            else:
+                                next_row(coords, shape, ndim)
+                                s = src_base + offset(coords, sst, last)
+                                d = dst_base + offset(coords, dstr, last)
+                for u in range(LOADS):
+                    if u < n:
+                        v[u] = src[sa[u]]
+                for u in range(LOADS):
+                    if u < n:
+                        dst[da[u]] = v[u]
             tile += step
 
     return slice_copy
