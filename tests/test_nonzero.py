@@ -150,9 +150,9 @@ def test_large_multiblock(device, density):
 @pytest.mark.parametrize("reverse", [False, True])
 def test_large_inputs_take_the_unrolled_paths(device, shape, dtype, density, reverse, monkeypatch):
     """Inputs big enough that each GPU lane takes many steps (128 here): 16-byte
-    loads four at a time (contiguous inputs), or the eight- and four-step paths (a
-    reversed view), with rows that wrap inside them (601 and 3001 are not
-    multiples of 32)."""
+    loads four at a time (contiguous inputs), or eight element loads at a time and
+    single steps (a reversed view), with rows that wrap inside them (601 and 3001
+    are not multiples of 32)."""
     from dmlnumba import config
 
     monkeypatch.setattr(config, "CUDA_NONZERO_TILES", 64)
@@ -234,7 +234,7 @@ def test_numpy_input_with_explicit_device(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("small", [False, True])
 def test_long_rows(device, small):
-    """Rows long enough for the GPU kernel's four-step path, with wraps inside and
+    """Rows long enough for the GPU kernel's eight-load steps, with wraps inside and
     between steps, reversed and strided."""
     rng = np.random.default_rng(11)
     base = fill(rng, np.float32, 3 * 701, 0.4).reshape(3, 701)
