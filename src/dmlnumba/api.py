@@ -168,7 +168,7 @@ def slice1(
         from . import chunked
 
         _no_outputs_for_dask(f, stream, out=out)
-        return chunked.slice1(input, offsets, sizes, strides, output_sizes, device)
+        return chunked.slice1(input, offsets, sizes, strides, output_sizes, device, slice1)
     lib = library(input)
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
@@ -265,7 +265,11 @@ def _nonzero(
         from . import chunked
 
         _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
-        return (None, None) + chunked.nonzero(input, width, dtype, max_count, device, f) + (None,)
+        return (
+            (None, None)
+            + chunked.nonzero(input, width, dtype, max_count, device, f, nonzero_coordinates)
+            + (None,)
+        )
     lib = library(input)
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)

@@ -159,21 +159,23 @@ def _axis_plan(chunks, start, step, m, reach=None):
     return plan
 
 
-def _slice_block(blocks, pieces, shape, dtype, kind):
-    from . import api, target_cpu
+def _slice_block(op, blocks, pieces, shape, dtype, kind):
+    """One output block from the input ``blocks`` it reads, by ``op`` (the in-memory
+    ``dmlnumba.slice1``, passed in so that this module does not import the API)."""
+    from . import target_cpu
 
     with target_cpu.one_thread():
         if len(pieces) == 1 and tuple(pieces[0][3]) == tuple((0, n) for n in shape):
             offsets, sizes, steps, _ = pieces[0]
-            r = api.slice1(blocks[0], offsets, sizes, steps)
+            r = op(blocks[0], offsets, sizes, steps)
             return r if kind == "numpy" else _to_cupy(r)
         out = _xp(kind).empty(shape, dtype)
         for block, (offsets, sizes, steps, where) in zip(blocks, pieces):
-            api.slice1(block, offsets, sizes, steps, out=out[tuple(slice(a, b) for a, b in where)])
+            op(block, offsets, sizes, steps, out=out[tuple(slice(a, b) for a, b in where)])
         return out
 
 
-def slice1(x, offsets, sizes, strides, output_sizes, device):
+def slice1(x, offsets, sizes, strides, output_sizes, device, op):
     import dask
     import dask.array as da
     from dask.array.utils import meta_from_array
@@ -214,7 +216,15 @@ def slice1(x, offsets, sizes, strides, output_sizes, device):
                     tuple((p[4], p[5]) for p in combo),
                 )
             )
-        layer[(name,) + idx] = (_slice_block, keys, pieces, tuple(h[0] for h in here), dtype, kind)
+        layer[(name,) + idx] = (
+            _slice_block,
+            op,
+            keys,
+            pieces,
+            tuple(h[0] for h in here),
+            dtype,
+            kind,
+        )
     graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
     chunks = tuple(tuple(h[0] for h in p) for p in plans)
     return da.Array(graph, name, chunks, meta=meta_from_array(x._meta, x.ndim, dtype=dtype))
@@ -262,10 +272,11 @@ def stripes(shape, itemsize, limit):
     return tuple(chunks)
 
 
-def _nonzero_block(block, width, dtype, offsets, kind, shape):
+def _nonzero_block(op, block, width, dtype, offsets, kind, shape):
     """``(count, coordinates)`` of one block (a stripe of the array of ``shape``, whose
     first element sits at ``offsets``): its compact coordinates in ascending order,
-    in the whole array's terms."""
+    in the whole array's terms.  ``op`` is the in-memory
+    ``dmlnumba.nonzero_coordinates`` (for CuPy blocks)."""
     if kind == "numpy":
         from . import target_cpu
 
@@ -277,9 +288,7 @@ def _nonzero_block(block, width, dtype, offsets, kind, shape):
     else:
         import cupy
 
-        from . import api
-
-        count, coords = api.nonzero_coordinates(block, width, dtype=dtype)
+        count, coords = op(block, width, dtype=dtype)
         count, coords = cupy.asarray(count), cupy.asarray(coords)
         n = int(count[0])
         first_col = 0
@@ -319,7 +328,7 @@ def _total(counts, dtype, kind):
     return _xp(kind).asarray([sum(counts)], dtype=dtype)
 
 
-def nonzero(x, width, dtype, max_count, device, f):
+def nonzero(x, width, dtype, max_count, device, f, op):
     """``(count, coordinates)`` as dask arrays (see the module's docstring)."""
     import dask.array as da
     from dask.array.utils import meta_from_array
@@ -345,7 +354,7 @@ def nonzero(x, width, dtype, max_count, device, f):
     keys = []
     for i, idx in enumerate(itertools.product(*(range(len(c)) for c in x.chunks))):
         offsets = tuple(edges[d][j] for d, j in enumerate(idx))
-        layer[(blocks, i)] = (_nonzero_block, (x.name,) + idx, w, dt, offsets, kind, x.shape)
+        layer[(blocks, i)] = (_nonzero_block, op, (x.name,) + idx, w, dt, offsets, kind, x.shape)
         # Each block's count as a task of its own: the total and the scan move integers
         # between workers, never a block's coordinates.
         layer[(counts, i)] = (_count_of, (blocks, i))
