@@ -24,6 +24,7 @@ from numba import config as _nbconfig
 from numba import cuda
 
 from .arrays import is_cuda_array, library
+from .caches import Bounded
 from .layout import c_strides, extent
 from .validation import NONZERO_DTYPES, uint_of_size
 
@@ -226,7 +227,7 @@ def to_host(obj):
 
 # ---------------------------------------------------------------------------- streams
 
-_streams: dict = {}
+_streams = Bounded()  # handle -> numba stream
 
 
 def stream_of(stream):
@@ -242,8 +243,8 @@ def stream_of(stream):
     handle = _handle(stream)
     s = _streams.get(handle)
     if s is None:
-        s = _streams[handle] = (
-            cuda.external_stream(handle) if handle else cuda.legacy_default_stream()
+        s = _streams.put(
+            handle, cuda.external_stream(handle) if handle else cuda.legacy_default_stream()
         )
     return s
 
@@ -337,7 +338,7 @@ def library_io(lib, v):
 # ---------------------------------------------------------------------------- new arrays
 
 _pools: dict = {}
-_core_streams: dict = {}
+_core_streams = Bounded()  # handle -> numba stream
 
 
 def core_stream(s):
@@ -353,7 +354,7 @@ def core_stream(s):
             c = cc.PER_THREAD_DEFAULT_STREAM
         else:
             c = cc.Stream.from_handle(key)
-        c = _core_streams[key] = c
+        c = _core_streams.put(key, c)
     return c
 
 

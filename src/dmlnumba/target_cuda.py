@@ -43,7 +43,7 @@ from .warp import SIM
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
 MAX_ELEMENTS = (1 << ts.VALUE_BITS) - 1
-_scratch = {}
+_scratch = Bounded()  # (context, stream) -> the look-back scratch
 
 
 def _arg(f):
@@ -176,7 +176,7 @@ def _reserve(ntiles, s, where):
     """``(scratch, epoch, tile_base)`` for a launch of ``ntiles`` tiles (hold ``_lock``)."""
     sc = _scratch.get(where)
     if sc is None or sc.words < ntiles + 1:
-        sc = _scratch[where] = _Scratch(max(2 * (ntiles + 1), 1024), s)
+        sc = _scratch.put(where, _Scratch(max(2 * (ntiles + 1), 1024), s))
     if sc.epoch >= (1 << ts.EPOCH_BITS) - 1:
         sc.reset(s)
     sc.epoch += 1
