@@ -49,18 +49,23 @@ def signature(name, src_bits, out_bits=0):
 
 
 def kernel(name, src_bits, out_bits=0):
-    """The compiled kernel for these bit widths, built on first use."""
+    """The compiled kernel for these bit widths, built on first use (a launch's hot
+    path: a cache lookup)."""
     regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
+    key = (name, src_bits, out_bits, regs)
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels.put(key, _compile(name, src_bits, out_bits, regs))
+    return k
 
-    def make():
-        fn = python_kernel(name, src_bits)
-        if SIM:
-            return cuda.jit(fn)
-        sig = signature(name, src_bits, out_bits)
-        opts = {"max_registers": regs} if regs else {}
-        return cuda.jit(sig, cache=True, **opts)(fn).overloads[sig.args]
 
-    return _kernels.get_or_make((name, src_bits, out_bits, regs), make)
+def _compile(name, src_bits, out_bits, regs):
+    fn = python_kernel(name, src_bits)
+    if SIM:
+        return cuda.jit(fn)
+    sig = signature(name, src_bits, out_bits)
+    opts = {"max_registers": regs} if regs else {}
+    return cuda.jit(sig, cache=True, **opts)(fn).overloads[sig.args]
 
 
 def array_arg(ptr, n, itemsize):
@@ -80,13 +85,15 @@ def launch(k, grid, block, stream, args, ctx=0):
     elif len(block) == 2:
         block = block + (1,)
 
-    def make_config():
+    cfg = _configs.get((grid, block))
+    if cfg is None:
         from cuda.core import LaunchConfig
 
-        return LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
-
-    cfg = _configs.get_or_make((grid, block), make_config)
-    f = _functions.get_or_make((id(k), ctx), lambda: k.library.get_cufunc().kernel)
+        cfg = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
+        cfg = _configs.put((grid, block), cfg)
+    f = _functions.get((id(k), ctx))
+    if f is None:
+        f = _functions.put((id(k), ctx), k.library.get_cufunc().kernel)
     _launch(core_stream(stream), cfg, f, *args)
 
 

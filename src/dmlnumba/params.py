@@ -26,12 +26,8 @@ def declare(name, rows, scalars):
     kind = namedtuple(name, rows + scalars)  # type: ignore[misc]
     slots = [MAXD * i for i in range(len(rows))]
     slots += [MAXD * len(rows) + j for j in range(len(scalars))]
-    block = kind(*slots)
-    _ROWS[name] = rows
-    return block
-
-
-_ROWS: dict = {}
+    kind.rows = rows  # type: ignore[attr-defined]  # which fields are rows, for pack()
+    return kind(*slots)
 
 
 def size(decl, /):
@@ -48,7 +44,7 @@ def pack(decl, /, **values):
     extra = set(values) - set(decl._fields)
     if missing or extra:
         raise TypeError(f"{name}: missing {sorted(missing)}, unknown {sorted(extra)}")
-    rows = _ROWS[name]
+    rows = type(decl).rows
     a = np.zeros(size(decl), np.int64)
     for f in decl._fields:
         slot = getattr(decl, f)

@@ -232,10 +232,6 @@ def _overlaps(a, b):
 _plans = Bounded()
 
 
-def _plan(key, make):
-    return _plans.get_or_make(key, make)
-
-
 def _slice_plan(x, starts, steps, out):
     """The launch of a slice1 of this layout: ``(src low, src span, dst low, dst span,
     narrow, wide)``, each of the last two ``(bits, grid, block, values)``;
@@ -325,7 +321,7 @@ def slice1(x, starts, steps, out, stream, fresh=False):
             config.CUDA_SLICE_ROWS,
             config.CUDA_SLICE_TILES,
         )
-        slo, sspan, dlo, dspan, narrow, wide = _plan(
+        slo, sspan, dlo, dspan, narrow, wide = _plans.get_or_make(
             key, lambda: _slice_plan(x, starts, steps, out)
         )
         _slice_launch_on(s, (slo, sspan, dlo, dspan, narrow, wide), x, x.ptr, out, out.ptr)
@@ -429,7 +425,7 @@ def nonzero(x, width, count, coords, stream, limit=None):
             config.CUDA_NONZERO_MIN_ITEMS,
             config.CUDA_NONZERO_TILES,
         )
-        plan = _plan(key, lambda: _nonzero_plan(x, width, count, coords, limit))
+        plan = _plans.get_or_make(key, lambda: _nonzero_plan(x, width, count, coords, limit))
         out = coords if width else count
         _nonzero_launch_on(s, plan, x, x.ptr, out, out.ptr, count, count.ptr)
 
