@@ -180,3 +180,29 @@ def test_slice_geometry_merges_contiguous_dimensions():
     assert geom.tolist() == [[24], [1], [1]] and off == 0
     geom, off = layout.slice_geometry((1, 1), (0, 2), (1, 1), (5, 1), (1, 1))
     assert geom.tolist() == [[1], [0], [0]] and off == 2
+
+
+def test_parameter_blocks_pack_every_field_at_its_slot():
+    """Each declared block packs rows (padded to MAXD) and scalars at the slots the
+    kernels read, a field named like an attribute of the block included
+    (SLICE_CUDA has a scalar called ``rows``); a missing or unknown field is an error."""
+    from dmlnumba.params import MAXD, NONZERO_CPU, NONZERO_CUDA, SLICE_CUDA, pack, size
+
+    for decl in (SLICE_CUDA, NONZERO_CUDA, NONZERO_CPU):
+        row_fields = type(decl)._row_fields
+        values = {
+            f: tuple(range(100 * i, 100 * i + 3)) if f in row_fields else 7 + i
+            for i, f in enumerate(decl._fields)
+        }
+        p = pack(decl, **values)
+        assert p.shape == (size(decl),)
+        for f, v in values.items():
+            slot = getattr(decl, f)
+            if f in row_fields:
+                assert list(p[slot : slot + MAXD]) == list(v) + [0] * (MAXD - len(v))
+            else:
+                assert p[slot] == v
+        with pytest.raises(TypeError):
+            pack(decl, **{f: v for f, v in values.items() if f != decl._fields[-1]})
+        with pytest.raises(TypeError):
+            pack(decl, bogus=1, **values)

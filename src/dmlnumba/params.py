@@ -26,7 +26,7 @@ def declare(name, rows, scalars):
     kind = namedtuple(name, rows + scalars)  # type: ignore[misc]
     slots = [MAXD * i for i in range(len(rows))]
     slots += [MAXD * len(rows) + j for j in range(len(scalars))]
-    kind.rows = rows  # type: ignore[attr-defined]  # which fields are rows, for pack()
+    kind._row_fields = rows  # type: ignore[attr-defined]  # (no field starts with "_")
     return kind(*slots)
 
 
@@ -44,7 +44,7 @@ def pack(decl, /, **values):
     extra = set(values) - set(decl._fields)
     if missing or extra:
         raise TypeError(f"{name}: missing {sorted(missing)}, unknown {sorted(extra)}")
-    rows = type(decl).rows
+    rows = type(decl)._row_fields
     a = np.zeros(size(decl), np.int64)
     for f in decl._fields:
         slot = getattr(decl, f)
