@@ -1,13 +1,24 @@
 """Calls for Nsight Compute to profile: nonzero over 2**K float32 elements at
 DENSITY, 1-d or of SHAPE (``K=28 DENSITY=0.5 SHAPE=65536,64,64 ncu -k regex:nonzero
 --launch-skip 3 --launch-count 1 --section SpeedOfLight --section WarpStateStats
-python3 scripts/profile_nonzero.py``)."""
+python3 scripts/profile_nonzero.py``); ``LINEINFO=1`` compiles with source line
+information, for ``--import-source yes`` and the source page)."""
 
 import os
 
 import cupy as cp
 
 import dmlnumba
+
+if os.environ.get("LINEINFO"):  # source lines in the report (set NUMBA_CACHE_DIR apart)
+    import functools
+    import types
+
+    from numba import cuda
+
+    from dmlnumba import launch
+
+    launch.cuda = types.SimpleNamespace(jit=functools.partial(cuda.jit, lineinfo=True))
 from dmlnumba.bench import gpu_nonzero_case
 
 k = int(os.environ.get("K", "28"))
