@@ -68,9 +68,11 @@ def test_read_row_copies_one_row_of_a_parameter_block():
 
     p = pack(
         NONZERO_CUDA,
-        **{f: 0 for f in NONZERO_CUDA._fields if f not in ("shape", "strides")},
+        **{f: 0 for f in NONZERO_CUDA._fields if f not in type(NONZERO_CUDA)._row_fields},
         shape=(3, 4, 5),
         strides=(-20, 5, 1),
+        magic=(),
+        shift=(),
     )
     out = [9] * 8
     im.read_row(p, NONZERO_CUDA.strides, 3, out)
@@ -180,6 +182,23 @@ def test_slice_geometry_merges_contiguous_dimensions():
     assert geom.tolist() == [[24], [1], [1]] and off == 0
     geom, off = layout.slice_geometry((1, 1), (0, 2), (1, 1), (5, 1), (1, 1))
     assert geom.tolist() == [[1], [0], [0]] and off == 2
+
+
+@given(
+    st.integers(1, 1 << 64) | st.integers(1, 1 << 20),
+    st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=20),
+)
+def test_divisor_divides_every_64_bit_integer(n, es):
+    """The CUDA nonzero kernel's division by a dimension: a multiply and shifts with
+    layout.divisor's constants equal floor division for any 64-bit dividend, the
+    largest multiples of ``n`` and their neighbours included."""
+    magic, s1, s2 = layout.divisor(n)
+    assert -(1 << 63) <= magic < 1 << 63 and s1 in (0, 1) and 0 <= s2 < 64
+    top = (1 << 64) - 1
+    last = top // n * n
+    for e in es + [0, n - 1, n, n + 1, last - 1, last, top]:
+        if 0 <= e <= top:
+            assert layout.divide(e, magic, s1, s2) == e // n
 
 
 def test_parameter_blocks_pack_every_field_at_its_slot():

@@ -213,6 +213,27 @@ def test_more_than_2_to_the_31_elements_on_the_gpu():
     )
 
 
+@needs_real_gpu
+def test_more_than_2_to_the_32_elements_on_the_gpu():
+    """A (2, 3, k) uint8 input of more than 2**32 elements: the write pass divides
+    element positions in 64 bits there.  Exact count and coordinates (int64, the
+    rows bounded by max_count), non-zeros on both sides of 2**32 and at the end."""
+    from numba import cuda
+
+    k = (1 << 32) // 6 + 1001
+    n = 6 * k
+    where = np.array([0, 7, (1 << 32) - 1, 1 << 32, (1 << 32) + k + 3, n - 1], np.int64)
+    h = np.zeros(n, np.uint8)
+    h[where] = 1 + where % 200
+    x = cuda.to_device(h)
+    del h
+    count, coords = dmlnumba.nonzero_coordinates(x.reshape(2, 3, k), dtype=np.int64, max_count=16)
+    assert int(count.copy_to_host()[0]) == len(where)
+    np.testing.assert_array_equal(
+        coords[: len(where)].copy_to_host(), np.stack(np.unravel_index(where, (2, 3, k)), 1)
+    )
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_numpy_input_with_explicit_device(device):
     """NumPy inputs with device="cuda" are copied there first, whatever their strides

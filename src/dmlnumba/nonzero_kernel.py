@@ -9,7 +9,9 @@ runs three named steps:
 2. **look-back** (:func:`~dmlnumba.tile_status.look_back`): the block publishes
    its count and learns where its rows start;
 3. **write** (:func:`write_rows`): each warp writes its rows from the kept
-   masks, visiting only the mask words that hold a non-zero.
+   masks, visiting only the mask words that hold a non-zero; a row's
+   coordinates come from its element's position by multiplies
+   (:func:`write_row`), not an odometer.
 
 The count never leaves the device: the block of the last tile writes it.  The
 kernel is made per element width (``V`` elements in 16 bytes), a compile-time
@@ -19,10 +21,10 @@ constant, so the loops over a vector's elements unroll into registers.
 from numba import cuda, int64, uint32, uint64
 
 from . import tile_status as ts
-from .indexmath_gpu import advance, is_nonzero, offset, read_row, unravel, write_coordinates
+from .indexmath_gpu import advance, is_nonzero, offset, read_row, unravel
 from .params import MAXD
 from .params import NONZERO_CUDA as P
-from .warp import all_lanes, ballot, inline, load16, shfl_down, warp_sum
+from .warp import all_lanes, ballot, inline, load16, shfl_down, umulhi, warp_sum
 
 #: Shared ballot masks per block: warps x items.  The host keeps
 #: ``(threads // 32) * items`` within this.
@@ -222,23 +224,42 @@ def make_nonzero(V, item):
         return n
 
     @inline
-    def write_rows(masks, m0, items, row, e0, lane, g, out, out_base, rs, cs, width, limit):
+    def divide(e, magic, shift):
+        """``e // n`` (``e`` a uint64) from :func:`dmlnumba.layout.divisor`'s
+        ``magic`` of ``n`` and ``shift`` (``s1 + s2``): a multiply, not a division."""
+        t = umulhi(e, magic)
+        s1 = uint64(1) if shift > 0 else uint64(0)
+        s2 = uint64(shift - 1) if shift > 0 else uint64(0)
+        return (t + ((e - t) >> s1)) >> s2
+
+    @inline
+    def write_row(out, pos, cs, e, dv, width):
+        """Write the last ``width`` coordinates of element ``e`` (a uint64, row-major
+        position) at ``out[pos]``, ``out[pos + cs]``, ...: innermost first, each
+        the remainder of a division by its dimension (``dv``: shape, magic,
+        shift, ndim).  The first column is what is left (the dimensions before
+        it have size 1).  ``width`` is at least 1."""
+        shape, magic, shift, ndim = dv
+        pos += (width - 1) * cs
+        for j in range(width - 1):
+            d = ndim - 1 - j
+            q = divide(e, magic[d], shift[d])
+            out[pos] = e - q * uint64(shape[d])
+            pos -= cs
+            e = q
+        out[pos] = e
+
+    @inline
+    def write_rows(masks, m0, items, row, e0, lane, dv, out, out_base, rs, cs, width, limit):
         """Write this warp's rows from ``row`` on, in element order, from its kept
         masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
         reads word ``base + i`` of the next 32, and one ballot says which of them
         hold non-zeros: the warp visits those words only (at 1% density, about 3
-        in 4 are empty).  Rows at and past ``limit`` are not written."""
-        coords, shape, strides, ndim = g
-        last = ndim - 1
-        n_last = shape[last]
+        in 4 are empty).  A lane with a non-zero computes its coordinates from
+        its element's position (:func:`write_row`): no odometer, no state from
+        one word to the next.  Rows at and past ``limit`` are not written (none
+        where ``width`` is 0: ``limit`` is then 0)."""
         lt = uint32((1 << lane) - 1)
-        unravel(e0, shape, ndim, coords)
-        c0 = coords[last]
-        c_last = c0
-        # No lane's row wraps within the warp's elements (always so for 1-d inputs):
-        # word k's innermost coordinate is then c0 + 32 k, with no odometer.
-        flat = all_lanes(c0 + 32 * (items - 1) < n_last)
-        at = 0  # else: the word (from m0) that the odometer stands at
         base = 0
         while base < items:
             bw = uint32(0)
@@ -250,22 +271,9 @@ def make_nonzero(V, item):
                 k = base + cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
                 live = uint32(live & (live - uint32(1)))
                 b = masks[uint64(m0 + k)]
-                if flat:
-                    c_last = c0 + 32 * k
-                else:
-                    step = (k - at) * 32
-                    at = k
-                    c_last += step
-                    if c_last >= n_last:  # rows wrapped: let the odometer carry
-                        coords[last] = c_last - step
-                        advance(coords, shape, strides, ndim, step, 0)
-                        c_last = coords[last]
                 r = row + cuda.popc(b & lt)
                 if (b >> lane) & 1 and r < limit:
-                    if width == 1:  # the common case, without the column loop
-                        out[out_base + r * rs] = c_last
-                    else:
-                        write_coordinates(out, out_base + r * rs, cs, coords, ndim, width, c_last)
+                    write_row(out, out_base + r * rs, cs, uint64(e0 + 32 * k), dv, width)
                 row += cuda.popc(b)
             base += 32
 
@@ -296,6 +304,14 @@ def make_nonzero(V, item):
         warp = tid >> 5
         nwarps = cuda.blockDim.x >> 5
         tag = ts.tag_of(epoch)
+        # The write pass's divisors, one copy per block.
+        dshape = cuda.shared.array(MAXD, int64)
+        dmagic = cuda.shared.array(MAXD, int64)
+        dshift = cuda.shared.array(MAXD, int64)
+        if tid < ndim:
+            dshape[tid] = p[P.shape + tid]
+            dmagic[tid] = p[P.magic + tid]
+            dshift[tid] = p[P.shift + tid]
         if tid == 0:
             tile_info[0] = ts.take_tile(status, tile_base)
         cuda.syncthreads()
@@ -349,7 +365,7 @@ def make_nonzero(V, item):
             excl + warp_rows[warp],
             e0,
             lane,
-            g,
+            (dshape, dmagic, dshift, ndim),
             out,
             p[P.out_base],
             p[P.rs],

@@ -33,7 +33,7 @@ from .device_arrays import (  # noqa: F401
     to_host,
     view_of,
 )
-from .layout import c_strides, extent, slice_geometry
+from .layout import c_strides, divisor, extent, slice_geometry
 from .nonzero_kernel import MAX_MASKS
 from .params import NONZERO_CUDA, SLICE_CUDA, pack
 from .validation import nonzero_mask, uint_of_size
@@ -358,6 +358,7 @@ def _nonzero_plan(x, width, count, coords, limit):
     mask = int(nonzero_mask(x.dtype))
     if mask >= 1 << 63 and not SIM:  # launch arguments are signed 64-bit: the same bits
         mask -= 1 << 64
+    divs = [divisor(n) for n in x.shape]  # the write pass divides positions by them
     threads = config.CUDA_THREADS
     # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
     # GPU, few enough that looking back stays short), each lane taking
@@ -371,6 +372,8 @@ def _nonzero_plan(x, width, count, coords, limit):
     values = (
         ("shape", tuple(x.shape)),
         ("strides", tuple(sstr)),
+        ("magic", tuple(dv[0] for dv in divs)),
+        ("shift", tuple(dv[1] + dv[2] for dv in divs)),
         ("src_base", sbase),
         ("ndim", x.ndim),
         ("total", x.size),

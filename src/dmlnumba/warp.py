@@ -1,6 +1,7 @@
 """Warp primitives for the CUDA kernels, one interface for the GPU and the simulator.
 
-On a GPU each is the hardware instruction (a vote, a shuffle, a 16-byte load).
+On a GPU each is the hardware instruction (a vote, a shuffle, a 16-byte load, a
+high-word multiply).
 Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), which has no warp
 instructions, each is a stand-in through a shared array of its own.  The
 stand-ins synchronize the block, so the kernels call every primitive at a point
@@ -14,7 +15,7 @@ have no simulator branches.
 
 import numpy as np
 from numba import config as _nbconfig
-from numba import cuda, int32, int64, uint32
+from numba import cuda, int32, int64, uint32, uint64
 
 SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
 FULL = 0xFFFFFFFF
@@ -76,6 +77,12 @@ if SIM:
         cuda.syncthreads()
         return int64(t)
 
+    def umulhi(a, b):
+        """The high 64 bits of the 128-bit product of ``a`` and ``b`` (64-bit
+        integers read as unsigned)."""
+        m = (1 << 64) - 1
+        return np.uint64(((int(a) & m) * (int(b) & m)) >> 64)
+
     def load16(src, i):
         """16 bytes from element ``i`` on: two little-endian 64-bit words."""
         w = src.itemsize
@@ -111,6 +118,10 @@ else:
         for d in (16, 8, 4, 2, 1):
             x += cuda.shfl_xor_sync(FULL, x, d)
         return int64(x)
+
+    @device
+    def umulhi(a, b):
+        return uint64(cuda.libdevice.umul64hi(int64(a), int64(b)))
 
     @_intrinsic
     def load16(typingctx, ptr, idx):
