@@ -234,6 +234,34 @@ def test_more_than_2_to_the_32_elements_on_the_gpu():
     )
 
 
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+def test_a_failed_launch_leaves_later_calls_exact(monkeypatch):
+    """A nonzero launch that raises after its tiles were reserved (a launch error, an
+    interrupt) must not leave the look-back scratch out of step: the calls after it
+    on the same stream are exact (before the fix, their blocks waited on tiles that
+    never came)."""
+    from dmlnumba import launch
+
+    rng = np.random.default_rng(3)
+    x = fill(rng, np.float32, 5000, 0.5).reshape(50, 100)
+    want = np.argwhere(x)
+    xd = to_device(x, "cuda")
+    real = launch.launch
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "launch", fail)
+    with pytest.raises(KeyboardInterrupt):
+        dmlnumba.nonzero_coordinates(xd, device="cuda")
+    monkeypatch.setattr(launch, "launch", real)
+    for _ in range(3):
+        count, coords = dmlnumba.nonzero_coordinates(xd, device="cuda")
+        n = int(to_host(count)[0])
+        assert n == len(want)
+        np.testing.assert_array_equal(to_host(coords)[:n], want)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_numpy_input_with_explicit_device(device):
     """NumPy inputs with device="cuda" are copied there first, whatever their strides
