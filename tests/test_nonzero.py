@@ -235,26 +235,35 @@ def test_more_than_2_to_the_32_elements_on_the_gpu():
 
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
-def test_a_failed_launch_leaves_later_calls_exact(monkeypatch):
-    """A nonzero launch that raises after its tiles were reserved (a launch error, an
-    interrupt) must not leave the look-back scratch out of step: the calls after it
-    on the same stream are exact (before the fix, their blocks waited on tiles that
-    never came)."""
-    from dmlnumba import launch
+@pytest.mark.parametrize("where", ["launch", "after reserving"])
+def test_a_failed_launch_leaves_later_calls_exact(monkeypatch, where):
+    """A nonzero call interrupted after its tiles were reserved (a launch error, or an
+    interrupt between the reservation and the launch) must not leave the look-back
+    scratch out of step: the calls after it on the same stream are exact (before the
+    fix, their blocks waited on tiles that never came)."""
+    from dmlnumba import launch, target_cuda
 
     rng = np.random.default_rng(3)
     x = fill(rng, np.float32, 5000, 0.5).reshape(50, 100)
     want = np.argwhere(x)
     xd = to_device(x, "cuda")
-    real = launch.launch
+    if where == "launch":
 
-    def fail(*args, **kwargs):
-        raise KeyboardInterrupt
+        def fail(*args, **kwargs):
+            raise KeyboardInterrupt
 
-    monkeypatch.setattr(launch, "launch", fail)
+        monkeypatch.setattr(launch, "launch", fail)
+    else:
+        reserve = target_cuda._reserve
+
+        def fail(*args, **kwargs):
+            reserve(*args, **kwargs)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(target_cuda, "_reserve", fail)
     with pytest.raises(KeyboardInterrupt):
         dmlnumba.nonzero_coordinates(xd, device="cuda")
-    monkeypatch.setattr(launch, "launch", real)
+    monkeypatch.undo()
     for _ in range(3):
         count, coords = dmlnumba.nonzero_coordinates(xd, device="cuda")
         n = int(to_host(count)[0])

@@ -446,17 +446,20 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
     out_arg = _flat_arg(out, op + olo, ospan)
     cnt_arg = _flat_arg(count, cp + clo, 1)
     with _lock:
-        sc, epoch, base = _reserve(ntiles, s, where)
-        status = (sc.buf,) if SIM else launch.array_arg(sc.ptr, sc.words, 8)
-        args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base, int(vec))
         try:
+            sc, epoch, base = _reserve(ntiles, s, where)
+            status = (sc.buf,) if SIM else launch.array_arg(sc.ptr, sc.words, 8)
+            args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base, int(vec))
             launch.launch(k, ntiles, threads, s, args, where[0])
         except BaseException:
-            # The reserved tiles may never have been taken (a failed launch, an
-            # interrupt): the device's tile counter would then lag this one, and the
-            # next call's blocks would wait on tiles that never come.  Start the
-            # scratch afresh, ordered on the stream after anything already launched.
-            sc.reset(s)
+            # Reserved tiles may never have been taken (a failed launch, an interrupt
+            # anywhere from the reservation on): the device's tile counter would then
+            # lag this one, and the next call's blocks would wait on tiles that never
+            # come.  Start the scratch afresh, ordered on the stream after anything
+            # already launched (always safe, so also where nothing was reserved).
+            sc = _scratch.get(where)
+            if sc is not None:
+                sc.reset(s)
             raise
 
 
