@@ -236,7 +236,7 @@ def test_more_than_2_to_the_32_elements_on_the_gpu():
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
 @pytest.mark.parametrize("where", ["launch", "after reserving"])
-def test_a_failed_launch_leaves_later_calls_exact(monkeypatch, where):
+def test_cuda_failed_launch_leaves_later_calls_exact(monkeypatch, where):
     """A nonzero call interrupted after its tiles were reserved (a launch error, or an
     interrupt between the reservation and the launch) must not leave the look-back
     scratch out of step: the calls after it on the same stream are exact (before the
