@@ -93,25 +93,28 @@ def _slice_geometry(out_shape, starts, steps, src_strides, dst_strides):
 
 
 def divisor(n):
-    """``(magic, s1, s2)`` for dividing any 64-bit unsigned ``e`` by ``n``
+    """``(magic, shift)`` for dividing any 64-bit unsigned ``e`` by ``n``
     (``1 <= n <= 2**64``) with a multiply, as the CUDA nonzero kernel does
     (Granlund and Montgomery, "Division by invariant integers using
-    multiplication", 1994, figure 4.1)::
+    multiplication", 1994, figure 4.1); :func:`divide` is the arithmetic.
+    ``shift`` is ``ceil(log2(n))``; ``magic`` is returned as the signed 64-bit
+    integer with the same bits (a parameter block holds int64)."""
+    shift = (n - 1).bit_length()
+    magic = ((1 << 64) * ((1 << shift) - n)) // n + 1
+    if magic >= 1 << 63:
+        magic -= 1 << 64
+    return magic, shift
+
+
+def divide(e, magic, shift):
+    """``e // n`` from :func:`divisor`'s ``(magic, shift)`` of ``n``, in plain Python,
+    step for step as the kernel computes it (``nonzero_kernel``'s ``divide``)::
 
         t = (e * magic) >> 64          # the high word of the 128-bit product
         q = (t + ((e - t) >> s1)) >> s2
 
-    ``magic`` is returned as the signed 64-bit integer with the same bits (a
-    parameter block holds int64)."""
-    shift = (n - 1).bit_length()  # ceil(log2(n))
-    magic = ((1 << 64) * ((1 << shift) - n)) // n + 1
-    if magic >= 1 << 63:
-        magic -= 1 << 64
-    return magic, min(shift, 1), max(shift - 1, 0)
-
-
-def divide(e, magic, s1, s2):
-    """``e // n`` from :func:`divisor`'s ``(magic, s1, s2)`` of ``n``, in plain
-    Python: the kernel's arithmetic, for the tests."""
+    with ``s1 = min(shift, 1)`` and ``s2 = max(shift - 1, 0)``."""
     t = (e * (magic & ((1 << 64) - 1))) >> 64
+    s1 = 1 if shift > 0 else 0
+    s2 = shift - 1 if shift > 0 else 0
     return (t + ((e - t) >> s1)) >> s2

@@ -226,7 +226,8 @@ def make_nonzero(V, item):
     @inline
     def divide(e, magic, shift):
         """``e // n`` (``e`` a uint64) from :func:`dmlnumba.layout.divisor`'s
-        ``magic`` of ``n`` and ``shift`` (``s1 + s2``): a multiply, not a division."""
+        ``(magic, shift)`` of ``n``: a multiply, not a division (the same steps as
+        :func:`dmlnumba.layout.divide`, which the tests check)."""
         t = umulhi(e, magic)
         s1 = uint64(1) if shift > 0 else uint64(0)
         s2 = uint64(shift - 1) if shift > 0 else uint64(0)

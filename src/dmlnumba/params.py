@@ -75,8 +75,7 @@ SLICE_CUDA = declare(
 #: The CUDA nonzero kernel's block (see :mod:`dmlnumba.nonzero_kernel`).
 NONZERO_CUDA = declare(
     "NonzeroCuda",
-    # magic, shift: dividing by shape[d] with a multiply (dmlnumba.layout.divisor's
-    # magic, and its s1 + s2: ceil(log2(shape[d])))
+    # magic, shift: dividing by shape[d] with a multiply (dmlnumba.layout.divisor)
     rows=("shape", "strides", "magic", "shift"),
     scalars=(
         "src_base",  # index of element 0 in the flat input

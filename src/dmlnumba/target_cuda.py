@@ -373,7 +373,7 @@ def _nonzero_plan(x, width, count, coords, limit):
         ("shape", tuple(x.shape)),
         ("strides", tuple(sstr)),
         ("magic", tuple(dv[0] for dv in divs)),
-        ("shift", tuple(dv[1] + dv[2] for dv in divs)),
+        ("shift", tuple(dv[1] for dv in divs)),
         ("src_base", sbase),
         ("ndim", x.ndim),
         ("total", x.size),
