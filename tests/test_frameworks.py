@@ -230,6 +230,30 @@ def test_explicit_stream_outside_the_current_one():
     assert int(count.to(torch.int64)[0]) == np.count_nonzero(want)
 
 
+def test_torch_current_stream_query_agrees_with_the_public_one():
+    """The fast query of PyTorch's current stream gives the handle that
+    ``torch.cuda.current_stream(i).cuda_stream`` gives: on the default stream, inside
+    ``torch.cuda.stream`` blocks (nested ones included), and after them."""
+    torch = pytest.importorskip("torch")
+    from dmlnumba.device_arrays import torch_current_stream
+
+    fast = torch_current_stream(torch)
+    i = torch.cuda.current_device()
+
+    def same():
+        assert fast(i) == torch.cuda.current_stream(i).cuda_stream
+
+    same()
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(a):
+        same()
+        assert fast(i) == a.cuda_stream
+        with torch.cuda.stream(b):
+            assert fast(i) == b.cuda_stream
+        same()
+    same()
+
+
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 def test_repeated_default_calls_read_each_input(lib):
     """Repeated calls of one layout take the cached path: each reads its own input
