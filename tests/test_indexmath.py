@@ -34,6 +34,25 @@ def test_next_row_walks_every_row_in_order(shape):
     assert seen == list(itertools.product(*(range(n) for n in shape[:-1])))
 
 
+@given(shape=shapes(max_dims=8, max_side=5, max_size=400), data=st.data())
+def test_row_start_is_the_rows_offsets_in_both_layouts(shape, data):
+    """Row ``r`` (of the coordinates before the last dimension) starts where its
+    coordinates put it under either set of strides (any sign, zero too), and its
+    next-to-last coordinate comes back with it."""
+    ndim = len(shape)
+    last = ndim - 1
+    rows = int(np.prod(shape[:-1]))
+    r = data.draw(st.integers(0, rows - 1))
+    a = data.draw(st.lists(st.integers(-50, 50), min_size=ndim, max_size=ndim))
+    b = data.draw(st.lists(st.integers(-50, 50), min_size=ndim, max_size=ndim))
+    c = np.unravel_index(r, shape[:-1]) if last else ()
+    assert im.row_start(r, shape, last, a, b) == (
+        sum(int(x) * s for x, s in zip(c, a)),
+        sum(int(x) * s for x, s in zip(c, b)),
+        int(c[-1]) if last else r,
+    )
+
+
 @given(shape=shapes(max_dims=6, max_side=7, max_size=2000), data=st.data())
 def test_advance_moves_the_odometer_and_the_offset(shape, data):
     """From any element, ``advance`` by any ``k`` lands where ``unravel`` puts element
@@ -63,7 +82,8 @@ def test_advance_moves_the_odometer_and_the_offset(shape, data):
     assert off == base + im.offset(coords, strides, ndim)
 
 
-def test_read_row_copies_one_row_of_a_parameter_block():
+def test_a_parameter_blocks_rows_sit_where_the_kernels_read_them():
+    """The CUDA kernels read a shape or strides entry ``d`` at ``p[P.<row> + d]``."""
     from dmlnumba.params import NONZERO_CUDA, pack
 
     p = pack(
@@ -74,11 +94,8 @@ def test_read_row_copies_one_row_of_a_parameter_block():
         magic=(),
         shift=(),
     )
-    out = [9] * 8
-    im.read_row(p, NONZERO_CUDA.strides, 3, out)
-    assert out == [-20, 5, 1, 9, 9, 9, 9, 9]
-    im.read_row(p, NONZERO_CUDA.shape, 2, out)
-    assert out[:3] == [3, 4, 1]
+    assert [int(p[NONZERO_CUDA.strides + d]) for d in range(3)] == [-20, 5, 1]
+    assert [int(p[NONZERO_CUDA.shape + d]) for d in range(3)] == [3, 4, 5]
 
 
 def test_offset_is_dot_product():

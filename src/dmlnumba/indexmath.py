@@ -31,6 +31,30 @@ def offset(coords, strides, ndim):
     return off
 
 
+def row_start(r, shape, last, a_strides, b_strides):
+    """Where row ``r`` starts in two layouts: ``(a, b, inner)``, the element offsets
+    of its first element under ``a_strides`` and ``b_strides`` and its coordinate in
+    dimension ``last - 1``.  Rows number the coordinates of dimensions
+    ``0 .. last - 1`` in row-major order (``inner`` is ``r`` itself where ``last``
+    is 1).  No coordinates buffer: a kernel keeps the three in registers."""
+    a = 0
+    b = 0
+    inner = r
+    for d in range(last - 1, 0, -1):
+        n = shape[d]
+        q = r // n
+        c = r - q * n
+        if d == last - 1:
+            inner = c
+        a += c * a_strides[d]
+        b += c * b_strides[d]
+        r = q
+    if last > 0:
+        a += r * a_strides[0]
+        b += r * b_strides[0]
+    return a, b, inner
+
+
 def next_row(coords, shape, ndim):
     """Advance an odometer to the first element of the next row.
 
@@ -105,10 +129,3 @@ def advance(coords, shape, strides, ndim, k, off):
         n = shape[d]
     coords[d] = c
     return off
-
-
-def read_row(block, first, ndim, out):
-    """Copy ``ndim`` entries of a parameter block from slot ``first`` on into ``out``
-    (a row of :mod:`dmlnumba.params`: a shape or strides)."""
-    for d in range(ndim):
-        out[d] = block[first + d]

@@ -7,7 +7,6 @@ from .warp import device
 
 unravel = device(_im.unravel)
 offset = device(_im.offset)
-next_row = device(_im.next_row)
+row_start = device(_im.row_start)
 is_nonzero = device(_im.is_nonzero)
 advance = device(_im.advance)
-read_row = device(_im.read_row)

@@ -4,7 +4,8 @@ The copy is tiled as (``nrows`` consecutive rows of the outer dimensions,
 segment of ``seg`` elements of the inner one).  ``blockDim.y`` tiles per block,
 ``blockDim.x`` threads across a row segment: consecutive threads copy
 consecutive elements.  A tile locates its first row by division once, then
-steps to the next rows with an odometer.  Each thread issues ``LOADS`` loads
+steps to the next rows by adding strides (dividing again only where
+the next-to-last dimension wraps).  Each thread issues ``LOADS`` loads
 before it stores any, along its row segment and on into the next rows, so that
 many are in flight whatever the rows' length (one body; ``LOADS`` is a
 compile-time constant, so the loops unroll into registers).
@@ -12,7 +13,7 @@ compile-time constant, so the loops unroll into registers).
 
 from numba import cuda, int64
 
-from .indexmath_gpu import next_row, offset, read_row, unravel
+from .indexmath_gpu import row_start
 from .params import MAXD
 from .params import SLICE_CUDA as P
 
@@ -34,13 +35,18 @@ def make_slice(item):
         rows = p[P.rows]
         nrows = p[P.nrows]
         ntiles = p[P.ntiles]
-        shape = cuda.local.array(MAXD, int64)
-        read_row(p, P.shape, ndim, shape)
-        sst = cuda.local.array(MAXD, int64)
-        read_row(p, P.src_strides, ndim, sst)
-        dstr = cuda.local.array(MAXD, int64)
-        read_row(p, P.dst_strides, ndim, dstr)
-        coords = cuda.local.array(MAXD, int64)
+        # The layout, one copy per block in shared memory, and no coordinates array:
+        # numba zero-fills every cuda.local.array at kernel entry, which cost each
+        # thread 256 bytes of local-memory stores (docs/PERFORMANCE.md).
+        shape = cuda.shared.array(MAXD, int64)
+        sst = cuda.shared.array(MAXD, int64)
+        dstr = cuda.shared.array(MAXD, int64)
+        t = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        if t < ndim:
+            shape[t] = p[P.shape + t]
+            sst[t] = p[P.src_strides + t]
+            dstr[t] = p[P.dst_strides + t]
+        cuda.syncthreads()
         v = cuda.local.array(LOADS, item)
         sa = cuda.local.array(LOADS, int64)
         da = cuda.local.array(LOADS, int64)
@@ -48,8 +54,10 @@ def make_slice(item):
         inner = shape[last]
         ss = sst[last]
         ds = dstr[last]
-        s_outer = sst[last - 1] if last > 0 else 0  # one row on in the next-to-last dimension
+        # One row on in the next-to-last dimension, and that dimension's size.
+        s_outer = sst[last - 1] if last > 0 else 0
         d_outer = dstr[last - 1] if last > 0 else 0
+        n_outer = shape[last - 1] if last > 0 else 1
         bx = cuda.blockDim.x
         tile = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
         step = cuda.gridDim.x * cuda.blockDim.y
@@ -59,18 +67,22 @@ def make_slice(item):
             end = min((tile - group * nseg) * seg + seg, inner)
             r = group * nrows
             r_end = min(r + nrows, rows) if j0 < end else r  # else: no element of the row
-            unravel(r, shape, last, coords)
-            s = src_base + offset(coords, sst, last)
-            d = dst_base + offset(coords, dstr, last)
+            s, d, c = row_start(r, shape, last, sst, dstr)
+            s += src_base
+            d += dst_base
             j = j0
             while r < r_end:
                 # The next LOADS elements of this thread, along its row segment and on
                 # into the next rows: their addresses first, then all the loads, then
                 # the stores, so that short rows keep as many loads in flight as long
-                # ones.
+                # ones.  A row step adds strides; where the next-to-last dimension
+                # wraps, the batch ends there and the next row's start is divided out
+                # after it, outside the unrolled loop (which keeps its arrays in
+                # registers that way).
                 n = 0
+                wrapped = False
                 for u in range(LOADS):
-                    if r < r_end:
+                    if r < r_end and not wrapped:
                         sa[u] = s + j * ss
                         da[u] = d + j * ds
                         n = u + 1
@@ -78,20 +90,22 @@ def make_slice(item):
                         if j >= end:  # the next row
                             j = j0
                             r += 1
-                            if last > 0 and coords[last - 1] + 1 < shape[last - 1]:
-                                coords[last - 1] += 1  # the usual step: no odometer
+                            if c + 1 < n_outer:  # the usual step: no division
+                                c += 1
                                 s += s_outer
                                 d += d_outer
                             else:
-                                next_row(coords, shape, ndim)
-                                s = src_base + offset(coords, sst, last)
-                                d = dst_base + offset(coords, dstr, last)
+                                wrapped = True
                 for u in range(LOADS):
                     if u < n:
                         v[u] = src[sa[u]]
                 for u in range(LOADS):
                     if u < n:
                         dst[da[u]] = v[u]
+                if wrapped:
+                    s, d, c = row_start(r, shape, last, sst, dstr)
+                    s += src_base
+                    d += dst_base
             tile += step
 
     return slice_copy
