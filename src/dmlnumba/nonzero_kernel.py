@@ -21,7 +21,7 @@ constant, so the loops over a vector's elements unroll into registers.
 from numba import cuda, int64, uint32, uint64
 
 from . import tile_status as ts
-from .indexmath_gpu import advance, is_nonzero, offset, read_row, unravel
+from .indexmath_gpu import advance, is_nonzero, offset, unravel
 from .params import MAXD
 from .params import NONZERO_CUDA as P
 from .warp import all_lanes, ballot, inline, load16, shfl_down, umulhi, warp_sum
@@ -294,25 +294,25 @@ def make_nonzero(V, item):
         warp_rows = cuda.shared.array(33, int64)
         tile_info = cuda.shared.array(1, int64)
         masks = cuda.shared.array(MAX_MASKS, uint32)
-        shape = cuda.local.array(MAXD, int64)
-        read_row(p, P.shape, ndim, shape)
-        strides = cuda.local.array(MAXD, int64)
-        read_row(p, P.strides, ndim, strides)
         coords = cuda.local.array(MAXD, int64)  # the odometer
-        g = (coords, shape, strides, ndim)
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
         nwarps = cuda.blockDim.x >> 5
         tag = ts.tag_of(epoch)
-        # The write pass's divisors, one copy per block.
+        # The layout and the write pass's divisors, one copy per block in shared
+        # memory: numba zero-fills a cuda.local.array at kernel entry, so local copies
+        # cost every thread their size in local-memory stores (docs/PERFORMANCE.md).
         dshape = cuda.shared.array(MAXD, int64)
         dmagic = cuda.shared.array(MAXD, int64)
         dshift = cuda.shared.array(MAXD, int64)
+        dstrides = cuda.shared.array(MAXD, int64)
         if tid < ndim:
             dshape[tid] = p[P.shape + tid]
             dmagic[tid] = p[P.magic + tid]
             dshift[tid] = p[P.shift + tid]
+            dstrides[tid] = p[P.strides + tid]
+        g = (coords, dshape, dstrides, ndim)
         if tid == 0:
             tile_info[0] = ts.take_tile(status, tile_base)
         cuda.syncthreads()
@@ -331,8 +331,8 @@ def make_nonzero(V, item):
             )
             n = warp_sum(n)
         e = e0 + it * 32
-        unravel(e, shape, ndim, coords)
-        off = src_base + offset(coords, strides, ndim)
+        unravel(e, dshape, ndim, coords)
+        off = src_base + offset(coords, dstrides, ndim)
         n += count_strided(
             src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g
         )
