@@ -52,9 +52,10 @@ CUDA_NONZERO_MAX_REGISTERS = 40
 #: of a tile's segment).
 CUDA_SLICE_ITEMS = 8
 
-#: CUDA slice1: consecutive rows each tile walks with an odometer (amortizes the
-#: divisions that locate a tile's first row).
-CUDA_SLICE_ROWS = 32
+#: CUDA slice1: consecutive rows each tile walks (amortizes the divisions that
+#: locate a tile's first row).  Short tiles also keep the last wave of tiles short:
+#: 8 beat 32 on every window measured (docs/PERFORMANCE.md, 2026-11-22 09:40 UTC).
+CUDA_SLICE_ROWS = 8
 
 #: CUDA slice1: fewer rows a tile where CUDA_SLICE_ROWS would leave fewer tiles
 #: than this.
