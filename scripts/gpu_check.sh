@@ -18,7 +18,9 @@ export PYTHONPATH=/tmp/np:$PWD/src:$PWD/tests PYTHONUNBUFFERED=1
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-dev}"
 failed=0
 date -u +"date: %Y-%m-%d %H:%M UTC" | tee "$OUT/summary.txt"
-git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit: /' | tee -a "$OUT/summary.txt"
+# COMMIT: the commit the caller copied over (the device copy's own git metadata may be older
+# than its working tree).
+echo "commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null) (HEAD of the device copy)}" | tee -a "$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/summary.txt"
 python3 -c "import numpy, numba, numba_cuda, dask; print('numpy', numpy.__version__, 'numba', numba.__version__, 'numba-cuda', numba_cuda.__version__, 'dask', dask.__version__)" | tee -a "$OUT/summary.txt"
 
