@@ -362,6 +362,54 @@ def test_cuda_size_limit_is_checked_before_allocating():
     assert target_cuda.MAX_ELEMENTS == (1 << 40) - 1
 
 
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
+def test_cuda_parameter_block_is_uploaded_once_when_threads_race(monkeypatch):
+    """Threads making the same first call at once share one device copy of its
+    parameter block, and each gets that copy to hold until its launch.  Before: each
+    thread uploaded its own and replaced the others' in the cache, so a copy whose
+    address another thread was about to launch with could be freed (an illegal
+    address in the threaded dask benchmark on CuPy chunks).  The upload is replaced by
+    a slow stand-in, so the threads meet inside it."""
+    import threading
+    import time
+    import types
+
+    from dmlnumba import target_cuda
+    from dmlnumba.caches import Bounded
+    from dmlnumba.params import SLICE_CUDA
+
+    uploads = []
+
+    def slow_upload(a, stream=None):
+        uploads.append(a)
+        time.sleep(0.05)
+        return types.SimpleNamespace(
+            __cuda_array_interface__={"data": (4096 * len(uploads), False)}
+        )
+
+    monkeypatch.setattr(target_cuda, "SIM", False)
+    monkeypatch.setattr(target_cuda.cuda, "to_device", slow_upload)
+    monkeypatch.setattr(target_cuda, "_geoms", Bounded())
+    values = target_cuda._slice_launch(32, (4, 5), (5, 1), (5, 1), 0, 0)[3]
+    barrier = threading.Barrier(8)
+    got = []
+
+    def call():
+        barrier.wait()
+        got.append(target_cuda._geometry(SLICE_CUDA, values, None, (1, 0)))
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(uploads) == 1
+    assert len(got) == 8
+    keep, address = got[0]
+    assert address == 4096
+    assert all(g[0] is keep and g[1] == address for g in got)
+
+
 # ---------------------------------------------------------------- 6. argument containers
 
 

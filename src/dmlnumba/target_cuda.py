@@ -101,6 +101,7 @@ def _flat_arg(v, ptr, span, itemsize=None):
 
 
 _geoms = Bounded()
+_geoms_lock = threading.Lock()
 
 
 def _where(s):
@@ -132,18 +133,27 @@ def _current_context():
 
 def _geometry(block, values, s, where):
     """A parameter block (``block`` of :mod:`dmlnumba.params` with ``values``, a tuple
-    of (field, value) pairs) as a kernel argument: on a GPU a cached device copy (one
-    per context and stream, uploaded on that stream the first time), passed by
-    address.  It holds only layout integers (shapes, strides, offsets relative to
-    the arrays' starts), so repeated calls over arrays of one layout reuse it."""
+    of (field, value) pairs) as a kernel argument: ``(keep, arg)``.  On a GPU ``arg``
+    is the address of a cached device copy (one per context and stream, uploaded on
+    that stream the first time) and ``keep`` that copy: the caller holds it until its
+    launch is queued, so that the memory cannot be freed in between (another thread
+    may clear the cache; numba frees a dropped array at its next deallocation flush,
+    which does not wait for launches not yet made).  The copy holds only layout
+    integers (shapes, strides, offsets relative to the arrays' starts), so repeated
+    calls over arrays of one layout reuse it.  One upload per key: threads making the
+    same first call at once share the first thread's copy (each uploading its own and
+    replacing the other's in the cache freed a copy still about to be launched)."""
     if SIM:
-        return pack(block, **dict(values))
-
-    def upload():
-        d = cuda.to_device(pack(block, **dict(values)), stream=s)
-        return d, d.__cuda_array_interface__["data"][0]
-
-    return _geoms.get_or_make((where, type(block).__name__, values), upload)[1]
+        return None, pack(block, **dict(values))
+    key = (where, type(block).__name__, values)
+    g = _geoms.get(key)
+    if g is None:
+        with _geoms_lock:
+            g = _geoms.get(key)
+            if g is None:
+                d = cuda.to_device(pack(block, **dict(values)), stream=s)
+                g = _geoms.put(key, (d, d.__cuda_array_interface__["data"][0]))
+    return g
 
 
 class _Scratch:
@@ -333,7 +343,7 @@ def _slice_launch_on(s, plan, x, xp, out, op):
     sp, dp = xp + slo, op + dlo
     bits, blocks, block, values = wide if wide is not None and not (sp | dp) & 7 else narrow
     where = _where(s)
-    g = _geometry(SLICE_CUDA, values, s, where)
+    keep, g = _geometry(SLICE_CUDA, values, s, where)
     launch.launch(
         launch.kernel("slice", bits),
         blocks,
@@ -440,7 +450,7 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
     slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first = plan
     vec = first is not None and (xp + first) & 15 == 0
     where = _where(s)
-    g = _geometry(NONZERO_CUDA, values, s, where)
+    keep, g = _geometry(NONZERO_CUDA, values, s, where)
     k = launch.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
