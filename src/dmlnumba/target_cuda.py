@@ -145,14 +145,16 @@ def _geometry(block, values, s, where):
     replacing the other's in the cache freed a copy still about to be launched)."""
     if SIM:
         return None, pack(block, **dict(values))
+
+    def upload():
+        d = cuda.to_device(pack(block, **dict(values)), stream=s)
+        return d, d.__cuda_array_interface__["data"][0]
+
     key = (where, type(block).__name__, values)
     g = _geoms.get(key)
-    if g is None:
+    if g is None:  # the first call of this layout here: the lock makes one upload
         with _geoms_lock:
-            g = _geoms.get(key)
-            if g is None:
-                d = cuda.to_device(pack(block, **dict(values)), stream=s)
-                g = _geoms.put(key, (d, d.__cuda_array_interface__["data"][0]))
+            g = _geoms.get_or_make(key, upload)
     return g
 
 
@@ -343,7 +345,7 @@ def _slice_launch_on(s, plan, x, xp, out, op):
     sp, dp = xp + slo, op + dlo
     bits, blocks, block, values = wide if wide is not None and not (sp | dp) & 7 else narrow
     where = _where(s)
-    keep, g = _geometry(SLICE_CUDA, values, s, where)
+    keep, g = _geometry(SLICE_CUDA, values, s, where)  # keep: held until launched
     launch.launch(
         launch.kernel("slice", bits),
         blocks,
@@ -450,7 +452,7 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
     slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first = plan
     vec = first is not None and (xp + first) & 15 == 0
     where = _where(s)
-    keep, g = _geometry(NONZERO_CUDA, values, s, where)
+    keep, g = _geometry(NONZERO_CUDA, values, s, where)  # keep: held until launched
     k = launch.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
