@@ -133,8 +133,8 @@ def record_paths(monkeypatch, device):
     names = {}
     real_kernel, real_launch = launch.kernel, launch.launch
 
-    def kernel(name, src_bits, out_bits=0):
-        k = real_kernel(name, src_bits, out_bits)
+    def kernel(name, src_bits, out_bits=0, variant=(False, False)):
+        k = real_kernel(name, src_bits, out_bits, variant)
         names[id(k)] = (name, src_bits)
         return k
 

@@ -218,6 +218,25 @@ def test_divisor_divides_every_64_bit_integer(n, es):
             assert layout.divide(e, magic, shift) == e // n
 
 
+@given(
+    st.integers(1, 1 << 32) | st.integers(1, 1 << 12),
+    st.lists(st.integers(0, (1 << 32) - 1), min_size=1, max_size=20),
+)
+def test_divisor32_divides_every_32_bit_integer(n, es):
+    """The 32-bit write pass's division: layout.divisor32's constants, every step in
+    32 bits, equal floor division for any 32-bit dividend (the kernel's narrow
+    kernel runs where every element position is below 2**32)."""
+    magic, shift = layout.divisor32(n)
+    assert 0 <= magic < 1 << 32 and 0 <= shift <= 32
+    top = (1 << 32) - 1
+    last = top // n * n
+    for e in es + [0, n - 1, n, n + 1, last - 1, last, top]:
+        if 0 <= e <= top:
+            t = (e * magic) >> 32
+            assert t < 1 << 32 and t + ((e - t) >> 1) < 1 << 32
+            assert layout.divide32(e, magic, shift) == e // n
+
+
 def test_parameter_blocks_pack_every_field_at_its_slot():
     """Each declared block packs rows (padded to MAXD) and scalars at the slots the
     kernels read, a field named like an attribute of the block included

@@ -333,6 +333,46 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
         ]
 
 
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+@pytest.mark.parametrize("below", [1 << 32, 0])
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
+def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
+    """The CUDA kernel's write-pass variants give the same rows: divisions in 32 bits
+    (inputs under CUDA_NONZERO_32BIT_BELOW elements) or 64, and, for 32-bit
+    coordinates of several columns in contiguous rows, dense tiles (3 in 4 elements
+    non-zero) staged in shared memory beside sparse ones written lane by lane, in
+    one call; a caller's rows with strided columns take the unstaged write."""
+    from dmlnumba import config, launch
+
+    monkeypatch.setattr(config, "CUDA_NONZERO_32BIT_BELOW", below)
+    variants = []
+    real = launch.kernel
+
+    def kernel(name, src_bits, out_bits=0, variant=(False, False)):
+        variants.append(variant)
+        return real(name, src_bits, out_bits, variant)
+
+    monkeypatch.setattr(launch, "kernel", kernel)
+    rng = np.random.default_rng(5)
+    for shape in [(9, 70, 5), (300, 2), (3, 4, 5, 6), (1000,)]:
+        x = (rng.random(shape) < 0.2).astype(np.float32)
+        x.reshape(-1)[: x.size // 2] = 1.0  # the first half dense, the rest sparse
+        variants.clear()
+        count, coords = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), dtype=dtype)
+        _assert_matches_argwhere(x, count, coords)
+        staged = dtype == np.uint32 and x.ndim > 1
+        assert variants == [(below > 0, staged)]
+        if x.ndim > 1:  # a caller's rows, their columns two items apart: unstaged
+            buf = np.zeros((x.size, 2 * x.ndim), dtype)
+            out = device_view(to_device(buf, "cuda"), lambda a: a[:, ::2], buf)
+            variants.clear()
+            count, coords = dmlnumba.nonzero_coordinates(
+                to_device(x, "cuda"), dtype=dtype, out_coordinates=out
+            )
+            _assert_matches_argwhere(x, count, coords)
+            assert variants == [(below > 0, False)]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("density", [0.0, 0.3, 1.0])
 @pytest.mark.parametrize("shape", [(50,), (7, 9, 11)])

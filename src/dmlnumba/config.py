@@ -44,6 +44,11 @@ CUDA_NONZERO_MIN_ITEMS = 16
 #: back stays short.
 CUDA_NONZERO_TILES = 512
 
+#: CUDA nonzero: inputs of fewer elements (every position below 2**32) take the
+#: kernel whose write pass divides in 32 bits; larger ones the 64-bit one.  Tests
+#: set it to 0 to run the 64-bit write pass on small inputs.
+CUDA_NONZERO_32BIT_BELOW = 1 << 32
+
 #: CUDA nonzero: register cap per thread (0: the compiler's choice).  Fewer
 #: registers, more resident blocks, more loads in flight.
 CUDA_NONZERO_MAX_REGISTERS = 40
@@ -76,6 +81,7 @@ _RANGES = {
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),
     "CUDA_NONZERO_TILES": (1, 1 << 24, 1),
     "CUDA_NONZERO_MAX_REGISTERS": (0, 255, 1),
+    "CUDA_NONZERO_32BIT_BELOW": (0, 1 << 32, 1),
     "CUDA_SLICE_ITEMS": (1, 64, 1),
     "CUDA_SLICE_ROWS": (1, 1 << 16, 1),
     "CUDA_SLICE_TILES": (1, 1 << 24, 1),

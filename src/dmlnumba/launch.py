@@ -29,11 +29,12 @@ _configs = Bounded()
 _functions = Bounded()
 
 
-def python_kernel(name, src_bits):
-    """The kernel's Python function for ``src_bits``-bit elements."""
+def python_kernel(name, src_bits, variant=(False, False)):
+    """The kernel's Python function for ``src_bits``-bit elements (``variant``: the
+    nonzero kernel's ``(narrow, staged)``, see :func:`make_nonzero`)."""
     if name == "slice":
         return make_slice(_UINT[src_bits])
-    return make_nonzero(128 // src_bits, _UINT[src_bits])
+    return make_nonzero(128 // src_bits, _UINT[src_bits], *variant)
 
 
 def signature(name, src_bits, out_bits=0):
@@ -48,19 +49,19 @@ def signature(name, src_bits, out_bits=0):
     return types.void(*args)
 
 
-def kernel(name, src_bits, out_bits=0):
+def kernel(name, src_bits, out_bits=0, variant=(False, False)):
     """The compiled kernel for these bit widths, built on first use (a launch's hot
     path: a cache lookup)."""
     regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
-    key = (name, src_bits, out_bits, regs)
+    key = (name, src_bits, out_bits, regs, variant)
     k = _kernels.get(key)
     if k is None:
-        k = _kernels.put(key, _compile(name, src_bits, out_bits, regs))
+        k = _kernels.put(key, _compile(name, src_bits, out_bits, regs, variant))
     return k
 
 
-def _compile(name, src_bits, out_bits, regs):
-    fn = python_kernel(name, src_bits)
+def _compile(name, src_bits, out_bits, regs, variant):
+    fn = python_kernel(name, src_bits, variant)
     if SIM:
         return cuda.jit(fn)
     sig = signature(name, src_bits, out_bits)

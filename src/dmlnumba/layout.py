@@ -106,6 +106,23 @@ def divisor(n):
     return magic, shift
 
 
+def divisor32(n):
+    """``(magic, shift)`` for dividing any 32-bit unsigned ``e`` by ``n``
+    (``1 <= n <= 2**32``), as :func:`divisor` for 64 bits: ``magic`` below 2**32,
+    :func:`divide32` the arithmetic."""
+    shift = (n - 1).bit_length()
+    return ((1 << 32) * ((1 << shift) - n)) // n + 1, shift
+
+
+def divide32(e, magic, shift):
+    """``e // n`` from :func:`divisor32`'s ``(magic, shift)``, step for step as the
+    kernel's 32-bit write pass computes it (every intermediate below 2**32)."""
+    t = (e * magic) >> 32
+    s1 = 1 if shift > 0 else 0
+    s2 = shift - 1 if shift > 0 else 0
+    return (t + ((e - t) >> s1)) >> s2
+
+
 def divide(e, magic, shift):
     """``e // n`` from :func:`divisor`'s ``(magic, shift)`` of ``n``, in plain Python,
     step for step as the kernel computes it (``nonzero_kernel``'s ``divide``)::

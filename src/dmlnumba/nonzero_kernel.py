@@ -24,20 +24,42 @@ from . import tile_status as ts
 from .indexmath_gpu import advance, is_nonzero, offset, unravel
 from .params import MAXD
 from .params import NONZERO_CUDA as P
-from .warp import all_lanes, ballot, inline, load16, shfl_down, umulhi, warp_sum
+from .warp import (
+    all_lanes,
+    ballot,
+    inline,
+    load16,
+    shfl_down,
+    sync_warp,
+    umulhi,
+    umulhi32,
+    warp_sum,
+)
 
 #: Shared ballot masks per block: warps x items.  The host keeps
 #: ``(threads // 32) * items`` within this.
 MAX_MASKS = 2048
+#: Shared staging words per block of the staged write pass: warps x 32 x width.
+#: The host allows staging only where ``threads * width`` is within this.
+STAGE_WORDS = 2048
+#: A tile stages its rows where at least 1 / STAGE_OF of its elements are non-zero
+#: (3 in 4: dense tiles, where lanes storing their own rows fill each 32-byte
+#: sector a column at a time, and the write pass is bound by L2 writes).
+STAGE_OF = 4 / 3
 #: 16-byte loads each lane has in flight in the vector count.
 VECTOR_LOADS = 4
 #: Element loads each lane has in flight in the strided count.
 STRIDED_LOADS = 8
 
 
-def make_nonzero(V, item):
+def make_nonzero(V, item, narrow=False, staged=False):
     """The nonzero kernel for elements of ``16 // V`` bytes, read as numba type
-    ``item`` (the unsigned integer type of that width)."""
+    ``item`` (the unsigned integer type of that width).  ``narrow``: every element
+    position is below 2**32, and the write pass divides in 32 bits (the parameter
+    block's ``magic`` then holds :func:`dmlnumba.layout.divisor32`'s).
+    ``staged``: the coordinates are 32-bit, several columns in contiguous rows
+    (row stride the width, column stride 1), and dense tiles stage their rows in
+    shared memory (:func:`write_rows`)."""
     W = 32 // V  # lanes whose elements make up one 32-element mask word
     BITS = 128 // V  # bits an element
     HALF = max(V // 2, 1)  # elements in 8 bytes
@@ -234,6 +256,16 @@ def make_nonzero(V, item):
         return (t + ((e - t) >> s1)) >> s2
 
     @inline
+    def divide32(e, magic, shift):
+        """``e // n`` for uint32 ``e`` and :func:`dmlnumba.layout.divisor32`'s
+        ``(magic, shift)`` of ``n``, all in 32 bits (one high multiply)."""
+        t = umulhi32(e, uint32(magic))
+        sh = uint32(shift)
+        s1 = uint32(1) if sh > uint32(0) else uint32(0)
+        s2 = uint32(sh - uint32(1)) if sh > uint32(0) else uint32(0)
+        return uint32(uint32(t + uint32(uint32(e - t) >> s1)) >> s2)
+
+    @inline
     def write_row(out, pos, cs, e, dv, width):
         """Write the last ``width`` coordinates of element ``e`` (a uint64, row-major
         position) at ``out[pos]``, ``out[pos + cs]``, ...: innermost first, each
@@ -242,16 +274,26 @@ def make_nonzero(V, item):
         it have size 1).  ``width`` is at least 1."""
         shape, magic, shift, ndim = dv
         pos += (width - 1) * cs
-        for j in range(width - 1):
-            d = ndim - 1 - j
-            q = divide(e, magic[d], shift[d])
-            out[pos] = e - q * uint64(shape[d])
-            pos -= cs
-            e = q
-        out[pos] = e
+        if narrow:
+            e32 = uint32(e)
+            for j in range(width - 1):
+                d = uint64(ndim - 1 - j)  # unsigned: no negative-index check
+                q32 = divide32(e32, magic[d], shift[d])
+                out[pos] = uint32(e32 - uint32(q32 * uint32(shape[d])))
+                pos -= cs
+                e32 = q32
+            out[pos] = e32
+        else:
+            for j in range(width - 1):
+                d = ndim - 1 - j
+                q = divide(e, magic[d], shift[d])
+                out[pos] = e - q * uint64(shape[d])
+                pos -= cs
+                e = q
+            out[pos] = e
 
     @inline
-    def write_rows(masks, m0, items, row, e0, lane, dv, out, out_base, rs, cs, width, limit):
+    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, stage, sb, staged):
         """Write this warp's rows from ``row`` on, in element order, from its kept
         masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
         reads word ``base + i`` of the next 32, and one ballot says which of them
@@ -259,7 +301,16 @@ def make_nonzero(V, item):
         in 4 are empty).  A lane with a non-zero computes its coordinates from
         its element's position (:func:`write_row`): no odometer, no state from
         one word to the next.  Rows at and past ``limit`` are not written (none
-        where ``width`` is 0: ``limit`` is then 0)."""
+        where the width is 0: ``limit`` is then 0).  ``ow``: the output's base,
+        row and column strides, and width.
+
+        ``staged`` (a dense tile of a staged kernel, see :func:`make_nonzero`): the
+        lanes write a word's rows into ``stage`` (this warp's ``32 * width`` words
+        of shared memory, from ``sb``), and the warp stores them as one run, lane
+        ``i`` taking words ``i, i + 32, ...``: full 32-byte sectors, where lanes
+        storing their own rows ``width`` words apart fill each sector a column at
+        a time."""
+        out_base, rs, cs, width = ow
         lt = uint32((1 << lane) - 1)
         base = 0
         while base < items:
@@ -272,10 +323,24 @@ def make_nonzero(V, item):
                 k = base + cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
                 live = uint32(live & (live - uint32(1)))
                 b = masks[uint64(m0 + k)]
-                r = row + cuda.popc(b & lt)
-                if (b >> lane) & 1 and r < limit:
-                    write_row(out, out_base + r * rs, cs, uint64(e0 + 32 * k), dv, width)
-                row += cuda.popc(b)
+                q = cuda.popc(b & lt)
+                nb = cuda.popc(b)
+                if staged:
+                    if (b >> lane) & 1:
+                        write_row(stage, sb + q * width, 1, uint64(e0 + 32 * k), dv, width)
+                    sync_warp()
+                    run = (min(nb, limit - row) if row < limit else 0) * width
+                    pos = out_base + row * width
+                    t = lane
+                    while t < run:
+                        out[pos + t] = stage[sb + t]
+                        t += 32
+                    sync_warp()
+                else:
+                    r = row + q
+                    if (b >> lane) & 1 and r < limit:
+                        write_row(out, out_base + r * rs, cs, uint64(e0 + 32 * k), dv, width)
+                row += nb
             base += 32
 
     def nonzero_tiles(src, mask, p, status, out, count, epoch, tile_base, vec):
@@ -294,6 +359,7 @@ def make_nonzero(V, item):
         warp_rows = cuda.shared.array(33, int64)
         tile_info = cuda.shared.array(1, int64)
         masks = cuda.shared.array(MAX_MASKS, uint32)
+        stage = cuda.shared.array(STAGE_WORDS if staged else 1, uint32)
         coords = cuda.local.array(MAXD, int64)  # the odometer
         tid = cuda.threadIdx.x
         lane = tid & 31
@@ -358,7 +424,9 @@ def make_nonzero(V, item):
                 count[p[P.count_pos]] = excl + acc
         cuda.syncthreads()
 
-        # 3. Write.
+        # 3. Write: staged where the tile is dense (block-uniform).
+        width = p[P.width]
+        dense = staged and warp_rows[32] * STAGE_OF >= seg * nwarps
         write_rows(
             masks,
             m0,
@@ -368,11 +436,11 @@ def make_nonzero(V, item):
             lane,
             (dshape, dmagic, dshift, ndim),
             out,
-            p[P.out_base],
-            p[P.rs],
-            p[P.cs],
-            p[P.width],
+            (p[P.out_base], p[P.rs], p[P.cs], width),
             p[P.limit],
+            stage,
+            warp * 32 * width,
+            dense,
         )
 
     return nonzero_tiles

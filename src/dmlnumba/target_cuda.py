@@ -33,8 +33,8 @@ from .device_arrays import (  # noqa: F401
     to_host,
     view_of,
 )
-from .layout import c_strides, divisor, extent, slice_geometry
-from .nonzero_kernel import MAX_MASKS
+from .layout import c_strides, divisor, divisor32, extent, slice_geometry
+from .nonzero_kernel import MAX_MASKS, STAGE_WORDS
 from .params import NONZERO_CUDA, SLICE_CUDA, pack
 from .validation import nonzero_mask, uint_of_size
 from .validation import shares_memory as shares_memory_exact
@@ -358,8 +358,10 @@ def _slice_launch_on(s, plan, x, xp, out, op):
 
 def _nonzero_plan(x, width, count, coords, limit):
     """``(src low, span, values, ntiles, threads, mask, count low, out low, out span,
-    first)``: ``values`` the :data:`~dmlnumba.params.NONZERO_CUDA` block's, ``first``
-    the byte offset of element 0 where the input may take 16-byte loads (else None)."""
+    first, variant)``: ``values`` the :data:`~dmlnumba.params.NONZERO_CUDA` block's,
+    ``first`` the byte offset of element 0 where the input may take 16-byte loads
+    (else None), ``variant`` the kernel's ``(narrow, staged)`` (see
+    :func:`~dmlnumba.nonzero_kernel.make_nonzero`)."""
     slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
     clo, _, cbase, _ = extent(count.shape, count.strides, count.itemsize)
     if width:
@@ -370,7 +372,10 @@ def _nonzero_plan(x, width, count, coords, limit):
     mask = int(nonzero_mask(x.dtype))
     if mask >= 1 << 63 and not SIM:  # launch arguments are signed 64-bit: the same bits
         mask -= 1 << 64
-    divs = [divisor(n) for n in x.shape]  # the write pass divides positions by them
+    # The write pass divides positions by the dimensions: in 32 bits where every
+    # position fits (config.CUDA_NONZERO_32BIT_BELOW), else in 64.
+    narrow = x.size < min(config.CUDA_NONZERO_32BIT_BELOW, 1 << 32)
+    divs = [(divisor32 if narrow else divisor)(n) for n in x.shape]
     threads = config.CUDA_THREADS
     # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
     # GPU, few enough that looking back stays short), each lane taking
@@ -402,7 +407,10 @@ def _nonzero_plan(x, width, count, coords, limit):
     cs_ = c_strides(tuple(x.shape))
     vec = all(n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_))
     first = slo + sbase * x.itemsize if vec else None
-    return slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first
+    # Dense tiles stage 32-bit coordinates of several columns in contiguous rows.
+    staged = count.itemsize == 4 and width > 1 and cs == 1 and rs == width
+    staged = staged and threads * width <= STAGE_WORDS
+    return slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first, (narrow, staged)
 
 
 def nonzero(x, width, count, coords, stream, limit=None):
@@ -439,6 +447,7 @@ def nonzero(x, width, count, coords, stream, limit=None):
             config.CUDA_NONZERO_ITEMS,
             config.CUDA_NONZERO_MIN_ITEMS,
             config.CUDA_NONZERO_TILES,
+            config.CUDA_NONZERO_32BIT_BELOW,
         )
         plan = _plans.get_or_make(key, lambda: _nonzero_plan(x, width, count, coords, limit))
         out = coords if width else count
@@ -449,11 +458,11 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
     """Launch a planned nonzero of ``x`` at address ``xp`` on ``s``, writing ``out``
     (the coordinates, or the count where none are written) at ``op`` and ``count``
     at ``cp``."""
-    slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first = plan
+    slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first, variant = plan
     vec = first is not None and (xp + first) & 15 == 0
     where = _where(s)
     keep, g = _geometry(NONZERO_CUDA, values, s, where)  # keep: held until launched
-    k = launch.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize)
+    k = launch.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize, variant)
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
     cnt_arg = _flat_arg(count, cp + clo, 1)

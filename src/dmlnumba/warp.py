@@ -30,6 +30,12 @@ inline = cuda.jit(device=True)
 _SIM_THREADS = 1024
 
 if SIM:
+    import threading
+
+    _barriers: dict = {}  # warp -> its lanes' barrier (sync_warp)
+    _barriers_lock = threading.Lock()
+
+if SIM:
 
     @cuda.jit(device=True)
     def ballot(flag):
@@ -77,6 +83,25 @@ if SIM:
         cuda.syncthreads()
         return int64(t)
 
+    @cuda.jit(device=True)
+    def sync_warp():
+        """Wait for the other lanes of this warp.  The simulator runs a block's
+        threads freely and has no warp barrier, so each warp of the block gets a
+        thread barrier of its own (blocks run one at a time); unlike the other
+        stand-ins, this one may sit in warp-uniform control flow."""
+        _warp_barrier(cuda.threadIdx.x >> 5).wait(timeout=600)
+
+    def _warp_barrier(w):
+        with _barriers_lock:
+            b = _barriers.get(w)
+            if b is None:
+                b = _barriers[w] = threading.Barrier(32)
+        return b
+
+    def umulhi32(a, b):
+        """The high 32 bits of the 64-bit product of ``a`` and ``b`` (uint32s)."""
+        return np.uint32((int(a) * int(b)) >> 32)
+
     def umulhi(a, b):
         """The high 64 bits of the 128-bit product of ``a`` and ``b`` (64-bit
         integers read as unsigned)."""
@@ -118,6 +143,14 @@ else:
         for d in (16, 8, 4, 2, 1):
             x += cuda.shfl_xor_sync(FULL, x, d)
         return int64(x)
+
+    @device
+    def sync_warp():
+        cuda.syncwarp(FULL)
+
+    @device
+    def umulhi32(a, b):
+        return uint32(cuda.libdevice.umulhi(int32(a), int32(b)))
 
     @device
     def umulhi(a, b):
