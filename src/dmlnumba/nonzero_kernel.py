@@ -11,7 +11,9 @@ runs three named steps:
 3. **write** (:func:`write_rows`): each warp writes its rows from the kept
    masks, visiting only the mask words that hold a non-zero; a row's
    coordinates come from its element's position by multiplies
-   (:func:`write_row`), not an odometer.
+   (:func:`write_row`; in 32 bits where every position fits), not an
+   odometer.  Dense tiles of a staged kernel gather each word's rows in shared
+   memory and store them as one run.
 
 The count never leaves the device: the block of the last tile writes it.  The
 kernel is made per element width (``V`` elements in 16 bytes), a compile-time

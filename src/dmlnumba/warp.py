@@ -31,8 +31,10 @@ _SIM_THREADS = 1024
 
 if SIM:
     import threading
+    import weakref
 
-    _barriers: dict = {}  # warp -> its lanes' barrier (sync_warp)
+    # A launch's simulated CUDA module -> {warp: its lanes' barrier} (sync_warp)
+    _barriers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
     _barriers_lock = threading.Lock()
 
 if SIM:
@@ -86,16 +88,21 @@ if SIM:
     @cuda.jit(device=True)
     def sync_warp():
         """Wait for the other lanes of this warp.  The simulator runs a block's
-        threads freely and has no warp barrier, so each warp of the block gets a
-        thread barrier of its own (blocks run one at a time); unlike the other
-        stand-ins, this one may sit in warp-uniform control flow."""
-        _warp_barrier(cuda.threadIdx.x >> 5).wait(timeout=600)
+        threads freely and has no warp barrier, so each warp gets a thread barrier
+        of its own, per launch (here ``cuda`` is the launch's simulated module;
+        a launch runs its blocks one at a time, launches from several threads run
+        at once).  Unlike the other stand-ins, this one may sit in warp-uniform
+        control flow."""
+        _warp_barrier(cuda, cuda.threadIdx.x >> 5).wait(timeout=600)
 
-    def _warp_barrier(w):
+    def _warp_barrier(launch, w):
         with _barriers_lock:
-            b = _barriers.get(w)
+            per = _barriers.get(launch)
+            if per is None:
+                per = _barriers[launch] = {}
+            b = per.get(w)
             if b is None:
-                b = _barriers[w] = threading.Barrier(32)
+                b = per[w] = threading.Barrier(32)
         return b
 
     def umulhi32(a, b):
