@@ -37,8 +37,6 @@ if SIM:
     _barriers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
     _barriers_lock = threading.Lock()
 
-if SIM:
-
     @cuda.jit(device=True)
     def ballot(flag):
         """Bit ``i``: lane ``i`` of this warp passed a true ``flag``."""
