@@ -44,10 +44,13 @@ MAX_MASKS = 2048
 #: Shared staging words per block of the staged write pass: warps x 32 x width.
 #: The host allows staging only where ``threads * width`` is within this.
 STAGE_WORDS = 2048
-#: A tile stages its rows where at least STAGE_DENSE[0] in STAGE_DENSE[1] of its
-#: elements are non-zero (dense tiles, where lanes storing their own rows fill each
-#: 32-byte sector a column at a time, and the write pass is bound by L2 writes).
-STAGE_DENSE = (3, 4)
+#: A tile stages its rows where at least 1 / STAGE_OF of its elements are non-zero
+#: (3 in 4: dense tiles, where lanes storing their own rows fill each 32-byte
+#: sector a column at a time, and the write pass is bound by L2 writes).  A float:
+#: the integer test of the same bound changes ptxas's spills (40 / 76 -> 36 / 64
+#: bytes) and, tried with other changes, measured 6-10% slower at 1%
+#: (docs/PERFORMANCE.md).
+STAGE_OF = 4 / 3
 #: 16-byte loads each lane has in flight in the vector count.
 VECTOR_LOADS = 4
 #: Element loads each lane has in flight in the strided count.
@@ -267,10 +270,6 @@ def make_nonzero(V, item, narrow=False, staged=False):
         s2 = uint32(sh - uint32(1)) if sh > uint32(0) else uint32(0)
         return uint32(uint32(t + uint32(uint32(e - t) >> s1)) >> s2)
 
-    # The write pass's arithmetic: 32-bit where every position fits (the casts keep
-    # numba, which widens 32-bit arithmetic to 64 bits, from widening it).
-    word, div = (uint32, divide32) if narrow else (uint64, divide)
-
     @inline
     def write_row(out, pos, cs, e, dv, width):
         """Write the last ``width`` coordinates of element ``e`` (a uint64, row-major
@@ -280,14 +279,23 @@ def make_nonzero(V, item, narrow=False, staged=False):
         it have size 1).  ``width`` is at least 1."""
         shape, magic, shift, ndim = dv
         pos += (width - 1) * cs
-        e = word(e)
-        for j in range(width - 1):
-            d = uint64(ndim - 1 - j)  # unsigned: no negative-index check
-            q = div(e, magic[d], shift[d])
-            out[pos] = word(e - word(q * word(shape[d])))
-            pos -= cs
-            e = q
-        out[pos] = e
+        if narrow:
+            e32 = uint32(e)
+            for j in range(width - 1):
+                d = uint64(ndim - 1 - j)  # unsigned: no negative-index check
+                q32 = divide32(e32, magic[d], shift[d])
+                out[pos] = uint32(e32 - uint32(q32 * uint32(shape[d])))
+                pos -= cs
+                e32 = q32
+            out[pos] = e32
+        else:
+            for j in range(width - 1):
+                d = ndim - 1 - j
+                q = divide(e, magic[d], shift[d])
+                out[pos] = e - q * uint64(shape[d])
+                pos -= cs
+                e = q
+            out[pos] = e
 
     @inline
     def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, stage, sb, staged):
@@ -423,7 +431,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
 
         # 3. Write: staged where the tile is dense (block-uniform).
         width = p[P.width]
-        dense = staged and warp_rows[32] * STAGE_DENSE[1] >= STAGE_DENSE[0] * seg * nwarps
+        dense = staged and warp_rows[32] * STAGE_OF >= seg * nwarps
         write_rows(
             masks,
             m0,
