@@ -74,13 +74,12 @@ if "--parts" in sys.argv:
 
     s = stream_of(torch.cuda.current_stream(0).cuda_stream)
     dev = torch.device("cuda", 0)
-    key = api._nonzero_key("nonzero_coordinates", xt, None, np.uint32, None, None, None)
-    run = api._runners.get(key)
+    key, run = api._nonzero_runner("nonzero_coordinates", xt, None, np.uint32, None, None, None)
     u32 = torch.uint32
     parts = {
         "default call": lambda: dmlnumba.nonzero_coordinates(xt),
         "its runner, run(x)": lambda: run(xt),
-        "api key (_nonzero_key)": lambda: api._nonzero_key(
+        "api key and lookup (_nonzero_runner)": lambda: api._nonzero_runner(
             "nonzero_coordinates", xt, None, np.uint32, None, None, None
         ),
         "stream_of(current handle)": lambda: stream_of(torch.cuda.current_stream(0).cuda_stream),

@@ -20,7 +20,7 @@ from .window import window  # noqa: F401  (re-exported)
 #: and CuPy arrays on their GPU), by everything their validation read (the input's
 #: type, dtype, shape, strides and device, and the parameters): a repeat of such a
 #: call skips validation and layout work.  Parameters are keys only when they are
-#: tuples of Python ints (so that 1.0 or True never stands for 1).
+#: tuples or lists of Python ints (so that 1.0 or True never stands for 1).
 _runners = Bounded()  # runner functions (nonzero ones carry .lib, .target)
 
 
@@ -28,15 +28,23 @@ def _remember(key, run):
     _runners.put(key, run)
 
 
-def _int_tuples(*params):
+def _int_params(*params):
+    """The parameters as a key: each a tuple of Python ints, or None where it is None;
+    None where one is anything but a tuple or list of Python ints (such calls take
+    the full path, which checks them)."""
+    key = []
     for p in params:
         if p is not None:
-            if type(p) is not tuple:
-                return False
+            tp = type(p)
+            if tp is list:
+                p = tuple(p)
+            elif tp is not tuple:
+                return None
             for v in p:
                 if type(v) is not int:
-                    return False
-    return True
+                    return None
+        key.append(p)
+    return tuple(key)
 
 
 def _no_outputs_for_dask(f, stream, **outs):
@@ -97,18 +105,18 @@ def _fresh_key(input, device, stream):
     return None
 
 
-def _nonzero_key(f, input, width, dtype, max_count, device, stream):
-    """The key of a repeated nonzero call into new outputs (None: not such a call)."""
+def _nonzero_runner(f, input, width, dtype, max_count, device, stream):
+    """``(key, runner)`` of a repeated nonzero call into new outputs: the key None
+    where this is not such a call, the runner None where none is kept yet."""
     if (width is None or type(width) is int) and (max_count is None or type(max_count) is int):
         fresh = _fresh_key(input, device, stream)
         if fresh is not None:
             key = (f, fresh, width, dtype, type(dtype), max_count)
             try:
-                hash(key)
+                return key, _runners.get(key)
             except TypeError:  # an unhashable dtype argument: the checks say what is wrong
-                return None
-            return key
-    return None
+                pass
+    return None, None
 
 
 def _check_stream(target, stream, func):
@@ -156,10 +164,11 @@ def slice1(
     values, before anything is written.
     """
     key = None
-    if out is None and _int_tuples(offsets, sizes, strides, output_sizes):
-        fresh = _fresh_key(input, device, stream)
+    if out is None:
+        params = _int_params(offsets, sizes, strides, output_sizes)
+        fresh = _fresh_key(input, device, stream) if params is not None else None
         if fresh is not None:
-            key = ("slice1", fresh, offsets, sizes, strides, output_sizes)
+            key = ("slice1", fresh, params)
             run = _runners.get(key)
             if run is not None:
                 return run(input)
@@ -232,8 +241,9 @@ def nonzero_coordinates(
     """
     key = None
     if out_count is None and out_coordinates is None:  # a repeated call: its runner
-        key = _nonzero_key("nonzero_coordinates", input, width, dtype, max_count, device, stream)
-        run = _runners.get(key) if key is not None else None
+        key, run = _nonzero_runner(
+            "nonzero_coordinates", input, width, dtype, max_count, device, stream
+        )
         if run is not None:
             return run(input)
     lib, target, count, coords = _nonzero(
@@ -260,7 +270,7 @@ def _nonzero(
 ):
     """``(library, target, count, coordinates, call)``; ``call`` is None where the
     call ran through a new runner (stored under ``key``, the caller's
-    :func:`_nonzero_key`, which found none), else ``(stream, input, count view)``."""
+    :func:`_nonzero_runner`, which found none), else ``(stream, input, count view)``."""
     if is_dask(input):
         from . import chunked
 
@@ -341,8 +351,7 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
 
     On CUDA this reads the count back to the host, so it waits for the GPU once.
     """
-    key = _nonzero_key("argwhere", input, None, np.int64, None, device, stream)
-    run = _runners.get(key) if key is not None else None
+    key, run = _nonzero_runner("argwhere", input, None, np.int64, None, device, stream)
     if run is not None:
         lib, target, call = run.lib, run.target, None
         count, coords = run(input)

@@ -339,26 +339,35 @@ def slice1(x, starts, steps, out, stream, fresh=False):
         _slice_launch_on(s, (slo, sspan, dlo, dspan, narrow, wide), x, x.ptr, out, out.ptr)
 
 
-def _slice_launch_on(s, plan, x, xp, out, op):
-    """Launch a planned slice1 from address ``xp`` (of ``x``) to ``op`` (of ``out``) on ``s``."""
+def _slice_launch_on(s, plan, x, xp, out, op, state=None):
+    """Launch a planned slice1 from address ``xp`` (of ``x``) to ``op`` (of ``out``) on
+    ``s`` (``state``: its :func:`_slice_state`, where the caller has it)."""
     slo, sspan, dlo, dspan, narrow, wide = plan
     sp, dp = xp + slo, op + dlo
-    bits, blocks, block, values = wide if wide is not None and not (sp | dp) & 7 else narrow
-    where = _where(s)
-    keep, g = _geometry(SLICE_CUDA, values, s, where)  # keep: held until launched
-    launch.launch(
-        launch.kernel("slice", bits),
-        blocks,
-        block,
-        s,
-        (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g),
-        where[0],
-    )
+    if state is None:
+        state = _slice_state(s, _where(s), plan)
+    k, bits, blocks, block, keep, g = state[1] if wide and not (sp | dp) & 7 else state[0]
+    args = (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g)
+    launch.launch(k, blocks, block, s, args, state[2])
+
+
+def _slice_state(s, where, plan):
+    """What launching ``plan`` on ``s`` takes beyond addresses: for the narrow and the
+    wide copy (None where there is none), ``(kernel, bits, blocks, block, keep,
+    geometry)`` (see :func:`_geometry` for ``keep``); then the context."""
+    copies = []
+    for spec in plan[4:6]:
+        if spec is not None:
+            bits, blocks, block, values = spec
+            keep, g = _geometry(SLICE_CUDA, values, s, where)
+            spec = (launch.kernel("slice", bits), bits, blocks, block, keep, g)
+        copies.append(spec)
+    return copies[0], copies[1], where[0]
 
 
 def _nonzero_plan(x, width, count, coords, limit):
     """``(src low, span, values, ntiles, threads, mask, count low, out low, out span,
-    first, variant)``: ``values`` the :data:`~dmlnumba.params.NONZERO_CUDA` block's,
+    first, variant, src bits)``: ``values`` the :data:`~dmlnumba.params.NONZERO_CUDA` block's,
     ``first`` the byte offset of element 0 where the input may take 16-byte loads
     (else None), ``variant`` the kernel's ``(narrow, staged)`` (see
     :func:`~dmlnumba.nonzero_kernel.make_nonzero`)."""
@@ -410,7 +419,8 @@ def _nonzero_plan(x, width, count, coords, limit):
     # Dense tiles stage 32-bit coordinates of several columns in contiguous rows.
     staged = count.itemsize == 4 and width > 1 and cs == 1 and rs == width
     staged = staged and threads * width <= STAGE_WORDS
-    return slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first, (narrow, staged)
+    variant, bits = (narrow, staged), 8 * x.itemsize
+    return slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first, variant, bits
 
 
 def nonzero(x, width, count, coords, stream, limit=None):
@@ -454,15 +464,16 @@ def nonzero(x, width, count, coords, stream, limit=None):
         _nonzero_launch_on(s, plan, x, x.ptr, out, out.ptr, count, count.ptr)
 
 
-def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
+def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp, state=None):
     """Launch a planned nonzero of ``x`` at address ``xp`` on ``s``, writing ``out``
     (the coordinates, or the count where none are written) at ``op`` and ``count``
-    at ``cp``."""
-    slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first, variant = plan
+    at ``cp`` (``state``: the launch's :func:`_nonzero_state`, where the caller has it)."""
+    slo, sspan, clo, olo, ospan, first = plan[0], plan[1], plan[6], plan[7], plan[8], plan[9]
+    if state is None:
+        state = _nonzero_state(s, _where(s), plan, count.itemsize)
+    s, where, k, keep, g = state
+    ntiles, threads, mask = plan[3], plan[4], plan[5]
     vec = first is not None and (xp + first) & 15 == 0
-    where = _where(s)
-    keep, g = _geometry(NONZERO_CUDA, values, s, where)  # keep: held until launched
-    k = launch.kernel("nonzero", 8 * x.itemsize, 8 * count.itemsize, variant)
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
     cnt_arg = _flat_arg(count, cp + clo, 1)
@@ -484,6 +495,15 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
             raise
 
 
+def _nonzero_state(s, where, plan, count_itemsize):
+    """What launching ``plan`` on ``s`` takes beyond addresses: ``(stream, where,
+    kernel, keep, geometry)`` (see :func:`_geometry` for ``keep``)."""
+    values, variant, src_bits = plan[2], plan[10], plan[11]
+    keep, g = _geometry(NONZERO_CUDA, values, s, where)
+    k = launch.kernel("nonzero", src_bits, 8 * count_itemsize, variant)
+    return (s, where, k, keep, g)
+
+
 # ------------------------------------------------------------------ repeated default calls
 
 
@@ -502,6 +522,28 @@ def _layout(x):
     return DeviceView(None, x.shape, x.strides, x.dtype, 0, False)
 
 
+def _states(make):
+    """A runner's launch states: a function of a stream handle that gives ``(numba
+    stream, state)`` for it on the current context, the state made by ``make(stream,
+    where)`` (see :func:`_where`) the first time and kept, so that a repeated call
+    skips the stream's conversion and the cache lookups of its parameter block and
+    kernel (several microseconds a call, docs/PERFORMANCE.md).  Where no context is
+    current yet, nothing is kept (the first launch makes one current)."""
+    states = Bounded(64)
+
+    def state(handle):
+        ctx = _current_context()
+        st = states.get((ctx, handle))
+        if st is None:
+            s = stream_of(handle or None)
+            st = (s, make(s, _where(s)))
+            if ctx:
+                states.put((ctx, handle), st)
+        return st
+
+    return state
+
+
 def nonzero_runner(x, width, dtype, rows, lib):
     """A repeated default nonzero call on inputs of ``x``'s library and layout: new
     outputs from the library's allocator, one launch on its current stream.  None
@@ -513,10 +555,12 @@ def nonzero_runner(x, width, dtype, rows, lib):
     count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
     plan = _nonzero_plan(x, width, count, coords, rows)
 
+    state = _states(lambda s, where: _nonzero_state(s, where, plan, count.itemsize))
+
     def run(obj):
-        s = stream_of(handle() or None)
+        s, st = state(handle())
         c, xs = alloc((1,), dtype), alloc((rows, width), dtype)
-        _nonzero_launch_on(s, plan, x, ptr_of(obj), coords, ptr_of(xs), count, ptr_of(c))
+        _nonzero_launch_on(s, plan, x, ptr_of(obj), coords, ptr_of(xs), count, ptr_of(c), st)
         return c, xs
 
     return run
@@ -531,10 +575,12 @@ def slice1_runner(x, starts, steps, out_shape, lib):
     out = _new_view(tuple(out_shape), x.dtype)
     plan = _slice_plan(x, starts, steps, out)
 
+    state = _states(lambda s, where: _slice_state(s, where, plan))
+
     def run(obj):
-        s = stream_of(handle() or None)
+        s, st = state(handle())
         o = alloc(out.shape, x.dtype)
-        _slice_launch_on(s, plan, x, ptr_of(obj), out, ptr_of(o))
+        _slice_launch_on(s, plan, x, ptr_of(obj), out, ptr_of(o), st)
         return o
 
     return run
