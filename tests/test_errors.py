@@ -309,6 +309,17 @@ def test_a_repeated_call_is_checked_like_the_first():
         _slice_call(offsets=(0.0, 1, 2))
     np.testing.assert_array_equal(_slice_call(offsets=np.array([0, 1, 2])), first)
     np.testing.assert_array_equal(_slice_call(offsets=[0, 1, 2]), first)
+    # Lists are remembered too: by their values at each call, never by the object.
+    offsets = [0, 1, 2]
+    np.testing.assert_array_equal(_slice_call(offsets=offsets), first)
+    with pytest.raises(TypeError, match=r"offsets\[1\] must be an integer, not bool"):
+        _slice_call(offsets=[0, True, 2])
+    with pytest.raises(TypeError, match=r"sizes\[0\] must be an integer, not float"):
+        _slice_call(sizes=[float(v) for v in GOOD["sizes"]])
+    offsets[0] = 1
+    moved = _slice_call(offsets=offsets, sizes=[GOOD["sizes"][0] - 1] + list(GOOD["sizes"][1:]))
+    ref = _slice_call(offsets=(1, 1, 2), sizes=(GOOD["sizes"][0] - 1,) + tuple(GOOD["sizes"][1:]))
+    np.testing.assert_array_equal(moved, ref)
 
     z = np.array([0, 5, 0, 7], np.int32)
     c1, x1 = dmlnumba.nonzero_coordinates(z, 1)
