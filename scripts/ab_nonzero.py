@@ -11,6 +11,7 @@ Run it alternately on each tree, on one GPU machine::
 shapes of 2**28 elements, e.g. ``"268435456;65536,64,64;4194304,8,8"``.
 ``AB_STRIDED=1`` adds two non-contiguous layouts of the same elements (the count pass for
 other layouts): (64, 64, 65536) transposed, and (65536, 64, 64) reversed in dimension 1.
+``AB_DENSITIES``: other shares of non-zero elements, e.g. ``"0.01,0.05,0.5,0.99"``.
 One JSON line per run."""
 
 import json
@@ -28,6 +29,9 @@ if os.environ.get("AB_SHAPES"):
     shapes = [tuple(int(v) for v in t.split(",")) for t in os.environ["AB_SHAPES"].split(";")]
 
 
+densities = [float(v) for v in os.environ.get("AB_DENSITIES", "0.01,0.5,0.99").split(",")]
+
+
 def layouts():
     """``(name, view)``: each case is ``view`` of 2**28 float32 elements."""
     for shape in shapes:
@@ -39,7 +43,7 @@ def layouts():
 
 res = {}
 for name, view in layouts():
-    for d in (0.01, 0.5, 0.99):
+    for d in densities:
         b = cp.random.random(N, dtype=cp.float32)
         b[b >= d] = 0
         x = view(b)

@@ -340,8 +340,10 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
     """The CUDA kernel's write-pass variants give the same rows: divisions in 32 bits
     (inputs under CUDA_NONZERO_32BIT_BELOW elements) or 64, and, for 32-bit
     coordinates of several columns in contiguous rows, dense tiles (3 in 4 elements
-    non-zero) staged in shared memory beside sparse ones written lane by lane, in
-    one call; a caller's rows with strided columns take the unstaged write."""
+    non-zero) staged in shared memory, tiles of middling density written word by
+    word, and sparse tiles (at most 1 in 16) 32 words at once, in one call, with
+    words of several non-zeros among the sparse ones; a caller's rows with strided
+    columns take the unstaged write."""
     from dmlnumba import config, launch
 
     monkeypatch.setattr(config, "CUDA_NONZERO_32BIT_BELOW", below)
@@ -356,7 +358,13 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
     rng = np.random.default_rng(5)
     for shape in [(9, 70, 5), (300, 2), (3, 4, 5, 6), (1000,)]:
         x = (rng.random(shape) < 0.2).astype(np.float32)
-        x.reshape(-1)[: x.size // 2] = 1.0  # the first half dense, the rest sparse
+        flat = x.reshape(-1)
+        third = x.size // 3
+        flat[:third] = 1.0  # a dense third, a sparse third, the rest at 20%
+        flat[third : 2 * third] = 0.0
+        flat[third : 2 * third : 53] = 2.0
+        for k in range(third + 70, 2 * third - 5, 160):  # words of several non-zeros
+            flat[k : k + 5] = 3.0
         variants.clear()
         count, coords = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), dtype=dtype)
         _assert_matches_argwhere(x, count, coords)

@@ -53,6 +53,12 @@ CUDA_NONZERO_32BIT_BELOW = 1 << 32
 #: registers, more resident blocks, more loads in flight.
 CUDA_NONZERO_MAX_REGISTERS = 40
 
+#: The same for the staged kernel (32-bit coordinates of several columns in
+#: contiguous rows, the default output of multi-dimensional inputs), whose write
+#: pass has more to hold: at 40 it spilled, and 56 (no spills) measured 9-23%
+#: faster on (65536, 64, 64) than 40 (docs/PERFORMANCE.md, 2026-11-22 13:35 UTC).
+CUDA_NONZERO_STAGED_MAX_REGISTERS = 56
+
 #: CUDA slice1: about how many elements of a row each thread copies (its share
 #: of a tile's segment).
 CUDA_SLICE_ITEMS = 8
@@ -81,6 +87,7 @@ _RANGES = {
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),
     "CUDA_NONZERO_TILES": (1, 1 << 24, 1),
     "CUDA_NONZERO_MAX_REGISTERS": (0, 255, 1),
+    "CUDA_NONZERO_STAGED_MAX_REGISTERS": (0, 255, 1),
     "CUDA_NONZERO_32BIT_BELOW": (0, 1 << 32, 1),
     "CUDA_SLICE_ITEMS": (1, 64, 1),
     "CUDA_SLICE_ROWS": (1, 1 << 16, 1),

@@ -51,6 +51,10 @@ STAGE_WORDS = 2048
 #: bytes) and, tried with other changes, measured 6-10% slower at 1%
 #: (docs/PERFORMANCE.md).
 STAGE_OF = 4 / 3
+#: A staged kernel's tile whose elements are at most 1 / SPARSE_OF non-zero writes
+#: 32 mask words at once, one a lane (the lanes' rows follow each other), instead of
+#: word by word with all lanes on one word's rows.
+SPARSE_OF = 16
 #: 16-byte loads each lane has in flight in the vector count.
 VECTOR_LOADS = 4
 #: Element loads each lane has in flight in the strided count.
@@ -298,7 +302,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
             out[pos] = e
 
     @inline
-    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, stage, sb, staged):
+    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, stage, sb, staged, sparse):
         """Write this warp's rows from ``row`` on, in element order, from its kept
         masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
         reads word ``base + i`` of the next 32, and one ballot says which of them
@@ -308,6 +312,13 @@ def make_nonzero(V, item, narrow=False, staged=False):
         one word to the next.  Rows at and past ``limit`` are not written (none
         where the width is 0: ``limit`` is then 0).  ``ow``: the output's base,
         row and column strides, and width.
+
+        ``sparse`` (a tile of a staged kernel with at most 1 / SPARSE_OF of its
+        elements non-zero): the warp takes 32 words at once, lane ``i`` writing the
+        rows of word ``base + i`` (a lane's first row: the counts of the words
+        below it, summed by one ballot per bit), instead of one word at a time; at
+        1-5% density, most words hold at most one non-zero, so one step writes
+        the rows of 32 words.
 
         ``staged`` (a dense tile of a staged kernel, see :func:`make_nonzero`): the
         lanes write a word's rows into ``stage`` (this warp's ``32 * width`` words
@@ -322,6 +333,25 @@ def make_nonzero(V, item, narrow=False, staged=False):
             bw = uint32(0)
             if base + lane < items:
                 bw = masks[uint64(m0 + base + lane)]
+            if sparse:
+                # A sparse tile: every lane writes its own word's rows, all lanes at
+                # once.  A lane's first row is the sum of the counts below it, one
+                # ballot per bit of the count.
+                c = cuda.popc(bw)
+                r = row
+                for t in range(6):
+                    bt = ballot((c >> t) & 1 != 0)
+                    r += cuda.popc(bt & lt) << t
+                    row += cuda.popc(bt) << t
+                ew = e0 - lane + 32 * (base + lane)  # element 0 of the lane's word
+                while bw != uint32(0):
+                    j = cuda.popc(uint32(bw ^ (bw - uint32(1)))) - 1
+                    bw = uint32(bw & (bw - uint32(1)))
+                    if r < limit:
+                        write_row(out, out_base + r * rs, cs, uint64(ew + j), dv, width)
+                    r += 1
+                base += 32
+                continue
             live = ballot(bw != uint32(0))
             while live != uint32(0):
                 # The first word left: its bit and those below it, then cleared.
@@ -432,6 +462,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
         # 3. Write: staged where the tile is dense (block-uniform).
         width = p[P.width]
         dense = staged and warp_rows[32] * STAGE_OF >= seg * nwarps
+        sparse = staged and warp_rows[32] * SPARSE_OF <= seg * nwarps
         write_rows(
             masks,
             m0,
@@ -446,6 +477,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
             stage,
             warp * 32 * width,
             dense,
+            sparse,
         )
 
     return nonzero_tiles
