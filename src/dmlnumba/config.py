@@ -56,7 +56,7 @@ CUDA_NONZERO_MAX_REGISTERS = 40
 #: The same for the staged kernel (32-bit coordinates of several columns in
 #: contiguous rows, the default output of multi-dimensional inputs), whose write
 #: pass has more to hold: at 40 it spilled, and 56 (no spills) measured 9-23%
-#: faster on (65536, 64, 64) than 40 (docs/PERFORMANCE.md, 2026-11-22 13:35 UTC).
+#: faster on (65536, 64, 64) than 40 (docs/PERFORMANCE.md, 2026-11-22 about 13:05 UTC).
 CUDA_NONZERO_STAGED_MAX_REGISTERS = 56
 
 #: CUDA slice1: about how many elements of a row each thread copies (its share
