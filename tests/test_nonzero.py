@@ -382,7 +382,7 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("density", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("density", [0.0, 0.03, 0.3, 1.0])
 @pytest.mark.parametrize("shape", [(50,), (7, 9, 11)])
 def test_max_count_bounds_the_rows_and_keeps_the_true_count(device, density, shape, small_blocks):
     """``max_count``: overflow (fewer rows than non-zeros), an exact fit and zero rows;
