@@ -302,7 +302,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
             out[pos] = e
 
     @inline
-    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, stage, sb, staged, sparse):
+    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, stage, sb, dense, sparse):
         """Write this warp's rows from ``row`` on, in element order, from its kept
         masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
         reads word ``base + i`` of the next 32, and one ballot says which of them
@@ -320,7 +320,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
         1-5% density, most words hold at most one non-zero, so one step writes
         the rows of 32 words.
 
-        ``staged`` (a dense tile of a staged kernel, see :func:`make_nonzero`): the
+        ``dense`` (a dense tile of a staged kernel, see :func:`make_nonzero`): the
         lanes write a word's rows into ``stage`` (this warp's ``32 * width`` words
         of shared memory, from ``sb``), and the warp stores them as one run, lane
         ``i`` taking words ``i, i + 32, ...``: full 32-byte sectors, where lanes
@@ -360,7 +360,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
                 b = masks[uint64(m0 + k)]
                 q = cuda.popc(b & lt)
                 nb = cuda.popc(b)
-                if staged:
+                if dense:
                     if (b >> lane) & 1:
                         write_row(stage, sb + q * width, 1, uint64(e0 + 32 * k), dv, width)
                     sync_warp()

@@ -471,7 +471,7 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp, state=None):
     slo, sspan, clo, olo, ospan, first = plan[0], plan[1], plan[6], plan[7], plan[8], plan[9]
     if state is None:
         state = _nonzero_state(s, _where(s), plan, count.itemsize)
-    s, where, k, keep, g = state
+    where, k, keep, g = state
     ntiles, threads, mask = plan[3], plan[4], plan[5]
     vec = first is not None and (xp + first) & 15 == 0
     src_arg = _flat_arg(x, xp + slo, sspan)
@@ -496,12 +496,12 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp, state=None):
 
 
 def _nonzero_state(s, where, plan, count_itemsize):
-    """What launching ``plan`` on ``s`` takes beyond addresses: ``(stream, where,
-    kernel, keep, geometry)`` (see :func:`_geometry` for ``keep``)."""
+    """What launching ``plan`` on ``s`` takes beyond addresses: ``(where, kernel,
+    keep, geometry)`` (see :func:`_geometry` for ``keep``)."""
     values, variant, src_bits = plan[2], plan[10], plan[11]
     keep, g = _geometry(NONZERO_CUDA, values, s, where)
     k = launch.kernel("nonzero", src_bits, 8 * count_itemsize, variant)
-    return (s, where, k, keep, g)
+    return (where, k, keep, g)
 
 
 # ------------------------------------------------------------------ repeated default calls
