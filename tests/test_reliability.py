@@ -311,6 +311,24 @@ def test_bad_environment_values_name_the_variable(value):
     assert lines[1].startswith("argwhere(): environment variable DMLNUMBA_CPU_SLICE_CHUNK=")
 
 
+def test_register_caps_out_of_range_name_the_variable():
+    """Both nonzero register caps are checked like every setting (0 to 255)."""
+    for var in ("CUDA_NONZERO_MAX_REGISTERS", "CUDA_NONZERO_STAGED_MAX_REGISTERS"):
+        r = _python(
+            """
+            import numpy as np, dmlnumba
+            try:
+                dmlnumba.argwhere(np.ones(3))
+            except ValueError as e:
+                print(e)
+        """,
+            {f"DMLNUMBA_{var}": "256"},
+        )
+        assert r.returncode == 0, r.stderr
+        want = f"argwhere(): environment variable DMLNUMBA_{var}='256'"
+        assert r.stdout.startswith(want), r.stdout
+
+
 # ---------------------------------------------------------------- 5. CUDA unavailable
 
 
