@@ -61,17 +61,24 @@ def next_row(coords, shape, ndim):
     Sets the last coordinate to 0 and adds one to the one before it, carrying
     into outer dimensions.  Returns False when it ran past the last row (the
     coordinates are then all 0).
+
+    One exit, after the loop: numba cannot drop the reference counting of array
+    arguments around an inlined call that returns from inside a loop, which cost
+    about 40 ns a call (docs/PERFORMANCE.md).
     """
     coords[ndim - 1] = 0
     d = ndim - 2
+    more = False
     while d >= 0:
         c = coords[d] + 1
         if c < shape[d]:
             coords[d] = c
-            return True
-        coords[d] = 0
-        d -= 1
-    return False
+            more = True
+            d = -1
+        else:
+            coords[d] = 0
+            d -= 1
+    return more
 
 
 def is_nonzero(bits, mask):
