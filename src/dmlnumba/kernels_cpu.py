@@ -263,6 +263,78 @@ def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
     return c
 
 
+#: Compacted runs of at least ``DENSE_MIN`` elements, at least one in ``DENSE_OF`` of
+#: them non-zero, are written by :func:`_write_dense`; sparser or shorter runs (a
+#: call's fixed cost weighs on short rows of a non-contiguous input) by
+#: :func:`_write_sparse` (docs/PERFORMANCE.md).
+DENSE_OF = 4
+DENSE_MIN = 128
+
+
+@_inline
+def _write_sparse(buf, c, k0, pos, coords, shape, strides, ndim, out, ob, rs, cs, row, W):
+    """Write the coordinate rows of the ``c`` non-zero elements ``k0 + buf[:c]``,
+    from row ``row``, moving the odometer ``coords`` (standing at element ``pos``)
+    by each one's distance from the last (dividing only when a row wraps);
+    return the next row and the odometer's element.  ``W``: the width."""
+    last = ndim - 1
+    n_last = shape[last]
+    for i in range(c):
+        e = k0 + buf[i]
+        cl = coords[last] + (e - pos)
+        if cl < n_last:
+            coords[last] = cl
+        else:  # a row wrapped: let the odometer carry
+            advance(coords, shape, strides, ndim, e - pos, 0)
+        pos = e
+        write_coordinates(out, ob + row * rs, cs, coords, ndim, W, coords[last])
+        row += 1
+    return row, pos
+
+
+@jit
+def _write_dense(a, W):
+    """Write the coordinate rows of the non-zero elements among the ``m`` elements
+    ``src[p + k * st]`` that follow the odometer ``coords`` (which moves past them),
+    from row ``row``; the ``m``-th element is non-zero.
+
+    Every element's row is written, and the row advances past it only where the
+    element is non-zero: no branch on the data, and a zero's row is overwritten by
+    the next non-zero's, which ends the run (so nothing is left past the count).
+    ``a`` packs the arguments; ``W``, the width, is compiled in where it is a
+    literal (the column loop unrolled, 2-4× faster at 50-100% density)."""
+    src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row = a
+    last = ndim - 1
+    first = ndim - W
+    n_last = shape[last]
+    head = np.empty(max(W - 1, 1), out.dtype)  # the row's outer coordinates
+    # Positions in unsigned (modular) arithmetic, which spares every access numba's
+    # negative-index fix-up; negative strides wrap around to the same positions.
+    uob = np.uint64(ob)
+    urs = np.uint64(rs)
+    ucs = np.uint64(cs)
+    ust = np.uint64(st)
+    k = 0
+    while k < m:
+        n = min(n_last - coords[last], m - k)
+        c0 = coords[last]
+        for i in range(W - 1):
+            head[i] = coords[first + i]
+        q = np.uint64(p + k * st)
+        for j in range(n):
+            ub = uob + np.uint64(row) * urs
+            if W > 0:
+                for i in range(W - 1):
+                    out[ub + np.uint64(i) * ucs] = head[i]
+                out[ub + np.uint64(W - 1) * ucs] = c0 + j
+            row += is_nonzero(src[q + np.uint64(j) * ust], mask)
+        k += n
+        coords[last] = c0 + n
+        if coords[last] == n_last and k < m:
+            next_row(coords, shape, ndim)
+    return row
+
+
 @_inline
 def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_end, contiguous):
     """Write the coordinates of the non-zero elements among ``[lo, hi)`` into rows
@@ -272,10 +344,11 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
     Runs of elements that are consecutive in memory (the rest of the range where
     the input is C-contiguous, else the rest of a row) are compacted ``COMPACT``
     elements at a time: the positions of their non-zeros, found without branches.
-    Then exactly those coordinate rows are written, never one at or past
-    ``row_end`` (below the block's count where ``max_count`` cut it), the
-    odometer moving by each non-zero's distance from the last one (dividing only
-    when a row wraps).
+    A dense run is then written element by element without a branch
+    (:func:`_write_dense`), a sparse one row by row from the positions
+    (:func:`_write_sparse`); either way never a row at or past ``row_end``
+    (below the block's count where ``max_count`` cut it).  The dense write is
+    compiled for each of the widths 1 to 4 (a literal), the rest share one.
     """
     if row == row_end:
         return row
@@ -292,20 +365,31 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
         pos = k0
         if contiguous:
             m = min(COMPACT, hi - k0)
-            c = _compact_row(src, sb + k0, 1, m, mask, buf)
+            p = sb + k0
+            st = 1
         else:
             m = min(COMPACT, hi - k0, n_last - coords[last])
-            c = _compact_row(src, sb + offset(coords, strides, ndim), strides[last], m, mask, buf)
-        for i in range(min(c, row_end - row)):
-            e = k0 + buf[i]
-            cl = coords[last] + (e - pos)
-            if cl < n_last:
-                coords[last] = cl
-            else:  # a row wrapped: let the odometer carry
-                advance(coords, shape, strides, ndim, e - pos, 0)
-            pos = e
-            write_coordinates(out, ob + row * rs, cs, coords, ndim, width, coords[last])
-            row += 1
+            p = sb + offset(coords, strides, ndim)
+            st = strides[last]
+        c = min(_compact_row(src, p, st, m, mask, buf), row_end - row)
+        if c > 0 and c * DENSE_OF >= m and m >= DENSE_MIN:
+            e = buf[c - 1] + 1  # up to the c-th non-zero: the run ends on a non-zero's row
+            a = (src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row)
+            if width == 1:
+                row = _write_dense(a, 1)
+            elif width == 2:
+                row = _write_dense(a, 2)
+            elif width == 3:
+                row = _write_dense(a, 3)
+            elif width == 4:
+                row = _write_dense(a, 4)
+            else:  # widths 0 and 5 to 8, rarer: one compilation, columns in a loop
+                row = _write_dense(a, width)
+            pos = k0 + e
+        elif c > 0:
+            row, pos = _write_sparse(
+                buf, c, k0, pos, coords, shape, strides, ndim, out, ob, rs, cs, row, width
+            )
         if row == row_end:
             return row
         k0 += m
@@ -385,7 +469,19 @@ def _nonzero_driver(parallel):
         w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
         if nblocks == 1 and limit >= n:  # one block, every row fits: no count, no scan
             count[p[P.count_pos]] = _write_block(
-                src, src_base, mask, geom, first, n, block, np.int64(0), out, w, 0, n, contiguous
+                src,
+                src_base,
+                mask,
+                geom,
+                first,
+                n,
+                block,
+                np.int64(0),
+                out,
+                w,
+                np.int64(0),
+                n,
+                contiguous,
             )
             return
         rows = np.empty(nblocks + 1, np.int64)
