@@ -187,25 +187,45 @@ def flat(a, writeable):
     u = uint_of_size(a.itemsize)
     if a.flags.c_contiguous:
         v = a.reshape(-1)
-        if v.dtype != u:
-            v = v.view(u)
         es = c_strides(a.shape)
         base = 0
     else:
         low, span, base, es = extent(a.shape, a.strides, a.itemsize)
-        if low:
-            a = a[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in a.strides)]
-        v = np.lib.stride_tricks.as_strided(a.view(u), shape=(span,), strides=(a.itemsize,))
+        flip = _flip(a.strides)
+        if flip is not None:
+            a = a[flip]
+        v = _memory_order(a) if span == a.size else None
+        if v is None:
+            v = np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(a.itemsize,))
+    if v.dtype != u:
+        v = v.view(u)
     if not writeable:
         v.setflags(False)
     return v, base, es
 
 
+def _flip(strides):
+    """The index that reverses every dimension of negative stride; None where none is."""
+    if all(s >= 0 for s in strides):
+        return None
+    return tuple(slice(None, None, -1) if s < 0 else slice(None) for s in strides)
+
+
+def _memory_order(a):
+    """``a`` (no negative strides, its elements dense in memory: a permutation of a
+    contiguous block, such as a transpose) as a 1-d view in memory order, which is
+    :func:`flat`'s view; None where NumPy would copy.  NumPy's ``ravel("K")`` makes
+    it in about 1 us where ``as_strided`` takes about 9."""
+    v = a.ravel("K")
+    return None if v.base is None else v
+
+
 def _reader(x):
     """A function that gives the read-only flat view (:func:`flat`) of an input
-    laid out like ``x``; for C order, the quick way."""
+    laid out like ``x``: for C order and for dense layouts (transposes, reversals),
+    the quick way."""
+    u = np.dtype(uint_of_size(x.itemsize))
     if x.flags.c_contiguous:
-        u = np.dtype(uint_of_size(x.itemsize))
 
         def read(x):
             v = x.ravel().view(u)
@@ -213,6 +233,16 @@ def _reader(x):
             return v
 
         return read
+    flip = _flip(x.strides)
+    y = x if flip is None else x[flip]
+    if extent(x.shape, x.strides, x.itemsize)[1] == x.size and _memory_order(y) is not None:
+
+        def read_dense(x):
+            v = (x if flip is None else x[flip]).ravel("K").view(u)
+            v.setflags(False)
+            return v
+
+        return read_dense
     return lambda x: flat(x, False)[0]
 
 
