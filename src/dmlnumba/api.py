@@ -109,17 +109,16 @@ def _nonzero_runner(f, input, width, dtype, max_count, device, stream):
     """``(key, runner)`` of a repeated nonzero call into new outputs: the key None
     where this is not such a call, the runner None where none is kept yet."""
     if (width is None or type(width) is int) and (max_count is None or type(max_count) is int):
+        key: tuple[Any, ...] | None = None
         if type(input) is np.ndarray and stream is None and (device is None or device == "cpu"):
             # NumPy's key inline and flat (_fresh_key's, unnested): 0.15 us of a
             # 1000-element call's 5 us.
             key = (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype), max_count)
-            try:
-                return key, _runners.get(key)
-            except TypeError:  # an unhashable dtype argument: the checks say what is wrong
-                return None, None
-        fresh = _fresh_key(input, device, stream)
-        if fresh is not None:
-            key = (f, fresh, width, dtype, type(dtype), max_count)
+        else:
+            fresh = _fresh_key(input, device, stream)
+            if fresh is not None:
+                key = (f, fresh, width, dtype, type(dtype), max_count)
+        if key is not None:
             try:
                 return key, _runners.get(key)
             except TypeError:  # an unhashable dtype argument: the checks say what is wrong
