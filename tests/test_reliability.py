@@ -428,6 +428,59 @@ def test_cuda_parameter_block_is_uploaded_once_when_threads_race(monkeypatch):
     assert all(g[0] is keep and g[1] == address for g in got)
 
 
+def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):
+    """Threads launching a kernel for the first time at once compile it once and load
+    its module once.  numba-cuda's module loading is not thread-safe: two threads in
+    ``get_cufunc`` at once (the first launches of a threaded dask graph of CuPy
+    chunks) raised "key already in dictionary" under ``CUDA_LAUNCH_BLOCKING=1`` on
+    the H100, and without it gave an illegal address or wrong coordinates.  The
+    compile and the load are replaced by slow stand-ins that count how many threads
+    are inside at once (no GPU needed)."""
+    import threading
+    import time
+    import types
+
+    from dmlnumba import launch
+    from dmlnumba.caches import Bounded
+
+    inside, most, calls = [0], [0], []
+    guard = threading.Lock()
+
+    def slow(result):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            calls.append(result)
+        time.sleep(0.05)
+        with guard:
+            inside[0] -= 1
+        return result
+
+    k = types.SimpleNamespace(
+        library=types.SimpleNamespace(
+            get_cufunc=lambda: slow(types.SimpleNamespace(kernel="handle"))
+        )
+    )
+    monkeypatch.setattr(launch, "_kernels", Bounded())
+    monkeypatch.setattr(launch, "_functions", Bounded())
+    monkeypatch.setattr(launch, "_compile", lambda *a: slow(k))
+    barrier = threading.Barrier(8)
+    got = []
+
+    def first_launch():
+        barrier.wait()
+        kern = launch.kernel("slice", 32)
+        got.append((kern, launch.function(kern, 7)))
+
+    threads = [threading.Thread(target=first_launch) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 2 and most[0] == 1  # one compile, one load, never two at once
+    assert got == [(k, "handle")] * 8
+
+
 # ---------------------------------------------------------------- 6. argument containers
 
 

@@ -14,6 +14,8 @@ parameter (numba's array ABI, :func:`array_arg`).  Nothing else of numba-cuda's 
 used beyond its public ``cuda.jit``, ``cuda.to_device`` and array interfaces.
 """
 
+import threading
+
 from numba import cuda, types
 
 from . import config
@@ -27,6 +29,12 @@ _UINT = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
 _kernels = Bounded()
 _configs = Bounded()
 _functions = Bounded()
+#: Held while a kernel compiles or its module loads, the first time: numba-cuda's
+#: module loading is not thread-safe.  Two threads launching a kernel for the first
+#: time at once (a threaded dask graph of CuPy chunks) raised "key already in
+#: dictionary: <CUlibrary ...>" in ``get_cufunc`` under ``CUDA_LAUNCH_BLOCKING=1``,
+#: and without it an illegal address or wrong coordinates (docs/GPU.md).
+_first_use = threading.Lock()
 
 
 def python_kernel(name, src_bits, variant=(False, False)):
@@ -60,7 +68,10 @@ def kernel(name, src_bits, out_bits=0, variant=(False, False)):
     key = (name, src_bits, out_bits, regs, variant)
     k = _kernels.get(key)
     if k is None:
-        k = _kernels.put(key, _compile(name, src_bits, out_bits, regs, variant))
+        with _first_use:
+            k = _kernels.get(key)
+            if k is None:
+                k = _kernels.put(key, _compile(name, src_bits, out_bits, regs, variant))
     return k
 
 
@@ -96,10 +107,19 @@ def launch(k, grid, block, stream, args, ctx=0):
 
         cfg = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
         cfg = _configs.put((grid, block), cfg)
+    _launch(core_stream(stream), cfg, function(k, ctx), *args)
+
+
+def function(k, ctx):
+    """The function handle of kernel ``k`` in context ``ctx``, its module loaded once
+    (under ``_first_use``)."""
     f = _functions.get((id(k), ctx))
     if f is None:
-        f = _functions.put((id(k), ctx), k.library.get_cufunc().kernel)
-    _launch(core_stream(stream), cfg, f, *args)
+        with _first_use:
+            f = _functions.get((id(k), ctx))
+            if f is None:
+                f = _functions.put((id(k), ctx), k.library.get_cufunc().kernel)
+    return f
 
 
 def _launch(*a):
