@@ -111,10 +111,15 @@ if "--launch" in sys.argv:
     from dmlnumba.device_arrays import core_stream
 
     captured = []
-    real = launch.launch
-    launch.launch = lambda *a: (captured.append(a), real(*a))
+    real = launch.launcher
+
+    def spy(k, grid, block, stream, ctx=0):
+        go = real(k, grid, block, stream, ctx)
+        return lambda *args: (captured.append((k, grid, block, stream, args, ctx)), go(*args))
+
+    launch.launcher = spy
     dmlnumba.slice1(xc, *w, out=out)
-    launch.launch = real
+    launch.launcher = real
     k, grid, block, s, args, ctx = captured[-1]
     block3 = block + (1,) * (3 - len(block))
     fn = k.library.get_cufunc().kernel
@@ -134,7 +139,9 @@ if "--launch" in sys.argv:
         assert r == 0, r
 
     ways = {
-        "launch.launch (cached lookups, cuda.core)": lambda: launch.launch(*captured[-1]),
+        "launch.launcher(...)(*args) (cached lookups, cuda.core)": lambda: launch.launcher(
+            k, grid, block, s, ctx
+        )(*args),
         "cuda.core.launch alone": lambda: core_launch(cs, cfg, fn, *args),
         "cuLaunchKernel (ctypes, packed)": raw,
     }

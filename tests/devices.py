@@ -131,17 +131,22 @@ def record_paths(monkeypatch, device):
     from dmlnumba import launch
 
     names = {}
-    real_kernel, real_launch = launch.kernel, launch.launch
+    real_kernel, real_launcher = launch.kernel, launch.launcher
 
     def kernel(name, src_bits, out_bits=0, variant=(False, False)):
         k = real_kernel(name, src_bits, out_bits, variant)
         names[id(k)] = (name, src_bits)
         return k
 
-    def launch_(k, grid, block, stream, args, ctx=0):
-        seen.append(names[id(k)] + (tuple(args),))
-        return real_launch(k, grid, block, stream, args, ctx)
+    def launcher(k, grid, block, stream, ctx=0):
+        go = real_launcher(k, grid, block, stream, ctx)
+
+        def launch_(*args):
+            seen.append(names[id(k)] + (tuple(args),))
+            return go(*args)
+
+        return launch_
 
     monkeypatch.setattr(launch, "kernel", kernel)
-    monkeypatch.setattr(launch, "launch", launch_)
+    monkeypatch.setattr(launch, "launcher", launcher)
     return seen

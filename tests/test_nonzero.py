@@ -252,7 +252,7 @@ def test_cuda_failed_launch_leaves_later_calls_exact(monkeypatch, where):
         def fail(*args, **kwargs):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(launch, "launch", fail)
+        monkeypatch.setattr(launch, "launcher", lambda *args, **kwargs: fail)
     else:
         reserve = target_cuda._reserve
 

@@ -3,7 +3,8 @@
 Kernels compile lazily, once per bit width, and are cached on disk.  On a GPU
 each is compiled for raw device pointers (``CPointer`` arguments), so that a
 launch passes plain integers: it goes through ``cuda.core.launch`` with a cached
-launch configuration and function handle, and no per-call argument typing.
+launch configuration and function handle bound (:func:`launcher`), and no per-call
+argument typing.
 Under the simulator, the same Python function is an ordinary kernel over arrays.
 
 Two numba-cuda details are not documented API, so numba-cuda's version is pinned
@@ -14,6 +15,7 @@ parameter (numba's array ABI, :func:`array_arg`).  Nothing else of numba-cuda's 
 used beyond its public ``cuda.jit``, ``cuda.to_device`` and array interfaces.
 """
 
+import functools
 import threading
 
 from numba import cuda, types
@@ -90,16 +92,21 @@ def array_arg(ptr, n, itemsize):
     return (0, 0, n, itemsize, ptr, n, itemsize)
 
 
-def launch(k, grid, block, stream, args, ctx=0):
-    """Launch ``k`` on ``stream`` (on a GPU: with ``args`` already flat, pointer-sized
-    integers); ``ctx`` names the context the function handle belongs to."""
+def launcher(k, grid, block, stream, ctx=0):
+    """A function that launches ``k`` on ``stream``, ``grid`` blocks of ``block``
+    threads, when called with the kernel's arguments (on a GPU: flat,
+    pointer-sized integers); ``ctx`` names the context the function handle
+    belongs to.  On a GPU it is ``cuda.core.launch`` with the stream, launch
+    configuration and function handle bound, so that a caller that keeps it
+    (a repeated call's runner) skips their lookups."""
     if SIM:
-        k[grid, block, stream](*args)
-        return
+        return k[grid, block, stream]
     if not isinstance(block, tuple):
         block = (block, 1, 1)
     elif len(block) == 2:
         block = block + (1,)
+
+    from cuda.core import launch as core_launch
 
     cfg = _configs.get((grid, block))
     if cfg is None:
@@ -107,7 +114,7 @@ def launch(k, grid, block, stream, args, ctx=0):
 
         cfg = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
         cfg = _configs.put((grid, block), cfg)
-    _launch(core_stream(stream), cfg, function(k, ctx), *args)
+    return functools.partial(core_launch, core_stream(stream), cfg, function(k, ctx))
 
 
 def function(k, ctx):
@@ -120,10 +127,3 @@ def function(k, ctx):
             if f is None:
                 f = _functions.put((id(k), ctx), k.library.get_cufunc().kernel)
     return f
-
-
-def _launch(*a):
-    global _launch
-    from cuda.core import launch as _launch
-
-    _launch(*a)

@@ -164,12 +164,14 @@ class _Scratch:
     order, so they share it; each call tags its words with a new epoch, so the
     words need no zeroing between calls (only when the epochs wrap)."""
 
-    __slots__ = ("buf", "words", "ptr", "counter", "epoch")
+    __slots__ = ("buf", "words", "arg", "counter", "epoch")
 
     def __init__(self, words, s):
         self.buf = cuda.device_array(words, np.uint64, stream=s)
         self.words = words
-        self.ptr = 0 if SIM else self.buf.__cuda_array_interface__["data"][0]
+        # As the kernel's status argument: numba's array ABI, flat, on a GPU.
+        ptr = 0 if SIM else self.buf.__cuda_array_interface__["data"][0]
+        self.arg = (self.buf,) if SIM else launch.array_arg(ptr, words, 8)
         self.reset(s)
 
     def reset(self, s):
@@ -346,23 +348,23 @@ def _slice_launch_on(s, plan, x, xp, out, op, state=None):
     sp, dp = xp + slo, op + dlo
     if state is None:
         state = _slice_state(s, _where(s), plan)
-    k, bits, blocks, block, keep, g = state[1] if wide and not (sp | dp) & 7 else state[0]
-    args = (_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g)
-    launch.launch(k, blocks, block, s, args, state[2])
+    bits, keep, g, go = state[1] if wide and not (sp | dp) & 7 else state[0]
+    go(_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g)
 
 
 def _slice_state(s, where, plan):
     """What launching ``plan`` on ``s`` takes beyond addresses: for the narrow and the
-    wide copy (None where there is none), ``(kernel, bits, blocks, block, keep,
-    geometry)`` (see :func:`_geometry` for ``keep``); then the context."""
+    wide copy (None where there is none), ``(bits, keep, geometry, launcher)`` (see
+    :func:`_geometry` for ``keep``, :func:`~dmlnumba.launch.launcher`)."""
     copies = []
     for spec in plan[4:6]:
         if spec is not None:
             bits, blocks, block, values = spec
             keep, g = _geometry(SLICE_CUDA, values, s, where)
-            spec = (launch.kernel("slice", bits), bits, blocks, block, keep, g)
+            k = launch.kernel("slice", bits)
+            spec = (bits, keep, g, launch.launcher(k, blocks, block, s, where[0]))
         copies.append(spec)
-    return copies[0], copies[1], where[0]
+    return copies[0], copies[1]
 
 
 def _nonzero_plan(x, width, count, coords, limit):
@@ -468,21 +470,18 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp, state=None):
     """Launch a planned nonzero of ``x`` at address ``xp`` on ``s``, writing ``out``
     (the coordinates, or the count where none are written) at ``op`` and ``count``
     at ``cp`` (``state``: the launch's :func:`_nonzero_state`, where the caller has it)."""
-    slo, sspan, clo, olo, ospan, first = plan[0], plan[1], plan[6], plan[7], plan[8], plan[9]
+    slo, sspan, mask, clo, olo, ospan, first = plan[:2] + plan[5:10]
     if state is None:
         state = _nonzero_state(s, _where(s), plan, count.itemsize)
-    where, k, keep, g = state
-    ntiles, threads, mask = plan[3], plan[4], plan[5]
-    vec = first is not None and (xp + first) & 15 == 0
+    where, keep, g, go = state
+    vec = int(first is not None and (xp + first) & 15 == 0)
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
     cnt_arg = _flat_arg(count, cp + clo, 1)
     with _lock:
         try:
-            sc, epoch, base = _reserve(ntiles, s, where)
-            status = (sc.buf,) if SIM else launch.array_arg(sc.ptr, sc.words, 8)
-            args = (src_arg, mask, g) + status + (out_arg, cnt_arg, epoch, base, int(vec))
-            launch.launch(k, ntiles, threads, s, args, where[0])
+            sc, epoch, base = _reserve(plan[3], s, where)
+            go(src_arg, mask, g, *sc.arg, out_arg, cnt_arg, epoch, base, vec)
         except BaseException:
             # Reserved tiles may never have been taken (a failed launch, an interrupt
             # anywhere from the reservation on): the device's tile counter would then
@@ -496,12 +495,13 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp, state=None):
 
 
 def _nonzero_state(s, where, plan, count_itemsize):
-    """What launching ``plan`` on ``s`` takes beyond addresses: ``(where, kernel,
-    keep, geometry)`` (see :func:`_geometry` for ``keep``)."""
-    values, variant, src_bits = plan[2], plan[10], plan[11]
+    """What launching ``plan`` on ``s`` takes beyond addresses: ``(where, keep,
+    geometry, launcher)`` (see :func:`_geometry` for ``keep``,
+    :func:`~dmlnumba.launch.launcher`)."""
+    values, ntiles, threads, variant, src_bits = plan[2], plan[3], plan[4], plan[10], plan[11]
     keep, g = _geometry(NONZERO_CUDA, values, s, where)
     k = launch.kernel("nonzero", src_bits, 8 * count_itemsize, variant)
-    return (where, k, keep, g)
+    return (where, keep, g, launch.launcher(k, ntiles, threads, s, where[0]))
 
 
 # ------------------------------------------------------------------ repeated default calls
