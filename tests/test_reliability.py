@@ -311,9 +311,9 @@ def test_bad_environment_values_name_the_variable(value):
     assert lines[1].startswith("argwhere(): environment variable DMLNUMBA_CPU_SLICE_CHUNK=")
 
 
-def test_register_caps_out_of_range_name_the_variable():
-    """Both nonzero register caps are checked like every setting (0 to 255)."""
-    for var in ("CUDA_NONZERO_MAX_REGISTERS", "CUDA_NONZERO_STAGED_MAX_REGISTERS"):
+def test_register_cap_out_of_range_names_the_variable():
+    """The nonzero register cap is checked like every setting (0 to 255)."""
+    for var in ("CUDA_NONZERO_MAX_REGISTERS",):
         r = _python(
             """
             import numpy as np, dmlnumba

@@ -49,15 +49,12 @@ CUDA_NONZERO_TILES = 512
 #: set it to 0 to run the 64-bit write pass on small inputs.
 CUDA_NONZERO_32BIT_BELOW = 1 << 32
 
-#: CUDA nonzero: register cap per thread (0: the compiler's choice).  Fewer
-#: registers, more resident blocks, more loads in flight.
-CUDA_NONZERO_MAX_REGISTERS = 40
-
-#: The same for the staged kernel (32-bit coordinates of several columns in
-#: contiguous rows, the default output of multi-dimensional inputs), whose write
-#: pass has more to hold: at 40 it spilled, and 56 (no spills) measured 9-23%
-#: faster on (65536, 64, 64) than 40 (docs/PERFORMANCE.md, 2026-11-22 about 13:05 UTC).
-CUDA_NONZERO_STAGED_MAX_REGISTERS = 56
+#: CUDA nonzero: register cap per thread, every variant (0: the compiler's
+#: choice, about 60).  At 40 the kernels spill (the count pass's loads in flight,
+#: the staged write pass); 56 measured 2-23% faster on the H100 across 1-d,
+#: reversed, strided and multi-dimensional inputs (docs/PERFORMANCE.md,
+#: 2026-11-22 about 13:05 and 19:20 UTC).
+CUDA_NONZERO_MAX_REGISTERS = 56
 
 #: CUDA slice1: about how many elements of a row each thread copies (its share
 #: of a tile's segment).
@@ -87,7 +84,6 @@ _RANGES = {
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),
     "CUDA_NONZERO_TILES": (1, 1 << 24, 1),
     "CUDA_NONZERO_MAX_REGISTERS": (0, 255, 1),
-    "CUDA_NONZERO_STAGED_MAX_REGISTERS": (0, 255, 1),
     "CUDA_NONZERO_32BIT_BELOW": (0, 1 << 32, 1),
     "CUDA_SLICE_ITEMS": (1, 64, 1),
     "CUDA_SLICE_ROWS": (1, 1 << 16, 1),

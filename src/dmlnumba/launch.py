@@ -62,11 +62,7 @@ def signature(name, src_bits, out_bits=0):
 def kernel(name, src_bits, out_bits=0, variant=(False, False)):
     """The compiled kernel for these bit widths, built on first use (a launch's hot
     path: a cache lookup)."""
-    regs = 0
-    if name == "nonzero":  # variant[1]: staged (see make_nonzero)
-        regs = config.CUDA_NONZERO_MAX_REGISTERS
-        if variant[1]:
-            regs = config.CUDA_NONZERO_STAGED_MAX_REGISTERS
+    regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
     key = (name, src_bits, out_bits, regs, variant)
     k = _kernels.get(key)
     if k is None:
