@@ -16,9 +16,9 @@ tile counter; tile ``t``'s word is slot ``t + 1``.
 """
 
 import numpy as np
-from numba import cuda, int64, uint64
+from numba import cuda, int64, uint32, uint64
 
-from .warp import device
+from .warp import ballot, device, warp_sum
 
 #: Status kinds.
 NOT_READY = np.uint64(0)
@@ -78,12 +78,20 @@ def look_back(status, tile, tag):
     all of them.
 
     A round reads a window of ``blockDim.x`` predecessors, thread ``i`` the tile
-    ``newest - i``.  Shared-memory atomics find the window's first word that is
-    not an ``AGGREGATE`` (the stop), and add up the words before it, plus the
-    stop itself where it is a ``PREFIX`` (per warp, then across warps).  A
-    ``PREFIX`` stop ends the look-back; a ``NOT_READY`` one starts the next round
-    at the stop's tile, which is read again.  The loop is block-uniform (its
-    state is shared), so every thread meets the same barriers.
+    ``newest - i``.  A ballot per warp and one shared-memory minimum (a lane per
+    warp at most) find the window's first word that is not an ``AGGREGATE`` (the
+    stop); a warp sum adds up the words before it, and the stop's thread adds
+    the warps' sums, and its own word where it is a ``PREFIX``.  A ``PREFIX``
+    stop ends the look-back; a ``NOT_READY`` one starts the next round at the
+    stop's tile, which is read again.  The loop is block-uniform (its state is
+    shared), so every thread meets the same barriers.
+
+    (Shared-memory atomic adds of every thread's 64-bit word were compare-and-swap
+    loops, 32 lanes on one address: 40% of the warp stall samples of a 2**20
+    nonzero, docs/PERFORMANCE.md.)  An aggregate is one tile's count, so a warp's
+    32 of them fit the 32-bit warp sum; only a ``PREFIX`` may be larger.  The
+    stop stays an int64: as an int32 the staged kernel measured 3% slower at
+    2**28 (the same registers, 3% more instructions).
     """
     prefix = cuda.shared.array(1, int64)  # sum of the words added so far
     newest = cuda.shared.array(1, int64)  # the newest tile of the next window
@@ -91,14 +99,13 @@ def look_back(status, tile, tag):
     stop = cuda.shared.array(1, int64)  # first thread whose word is no AGGREGATE
     warp_sums = cuda.shared.array(32, int64)
     tid = cuda.threadIdx.x
+    lane = tid & 31
     window = cuda.blockDim.x
     if tid == 0:
         prefix[0] = 0
         newest[0] = tile - 1
         done[0] = 1 if tile == 0 else 0
         stop[0] = window
-    if tid < 32:
-        warp_sums[tid] = 0
     cuda.syncthreads()
     while done[0] == 0:
         q = newest[0] - tid
@@ -106,22 +113,26 @@ def look_back(status, tile, tag):
         if q >= 0:
             word = read(status, q, tag)
         kind = kind_of(word)
-        if kind != AGGREGATE:
-            cuda.atomic.min(stop, 0, int64(tid))
+        late = ballot(kind != AGGREGATE)  # this warp's lanes past the aggregates
+        if kind != AGGREGATE and late & uint32((1 << lane) - 1) == 0:
+            cuda.atomic.min(stop, 0, int64(tid))  # the warp's first such lane
         cuda.syncthreads()
         first = stop[0]
-        if tid < first or (tid == first and kind == PREFIX):
-            cuda.atomic.add(warp_sums, tid >> 5, value_of(word))
+        s = warp_sum(value_of(word) if tid < first else 0)
+        if lane == 0:
+            warp_sums[tid >> 5] = s
         cuda.syncthreads()
         lead = first if first < window else 0
         if tid == lead:  # the stop's thread (thread 0 after a window of aggregates)
-            for w in range(32):
-                prefix[0] += warp_sums[w]
-                warp_sums[w] = 0
+            t = prefix[0]
+            for w in range(window >> 5):
+                t += warp_sums[w]
             if first < window and kind == PREFIX:
+                t += value_of(word)
                 done[0] = 1
             else:  # past the aggregates; a tile not ready is read again
                 newest[0] -= first
+            prefix[0] = t
             stop[0] = window
         cuda.syncthreads()
     return prefix[0]
