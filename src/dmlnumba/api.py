@@ -101,7 +101,7 @@ def _fresh_key(input, device, stream):
         # A runner allocates on CuPy's current device: other devices take the full path.
         if not on_current_cupy_device(input):
             return None
-        return (tp, input.dtype, input.shape, input.strides, input.device.id)
+        return (tp, input.dtype, input.shape, input.strides, input.data.device_id)
     return None
 
 

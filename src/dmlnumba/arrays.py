@@ -65,4 +65,5 @@ def on_current_cupy_device(a: Any) -> bool:
     already: ``a`` is one of its arrays)."""
     import cupy
 
-    return bool(a.device.id == cupy.cuda.runtime.getDevice())
+    # The memory pointer's device id: ``a.device`` makes a Device object each time.
+    return bool(a.data.device_id == cupy.cuda.runtime.getDevice())
