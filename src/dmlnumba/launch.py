@@ -102,15 +102,23 @@ def launcher(k, grid, block, stream, ctx=0):
     elif len(block) == 2:
         block = block + (1,)
 
-    from cuda.core import launch as core_launch
-
     cfg = _configs.get((grid, block))
     if cfg is None:
         from cuda.core import LaunchConfig
 
         cfg = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
         cfg = _configs.put((grid, block), cfg)
-    return functools.partial(core_launch, core_stream(stream), cfg, function(k, ctx))
+    return functools.partial(_core_launch(), core_stream(stream), cfg, function(k, ctx))
+
+
+@functools.cache
+def _core_launch():
+    """``cuda.core.launch``, imported on first use (an import statement in
+    :func:`launcher` costs 0.7 us a call, and calls with caller-given outputs make
+    a launcher every call)."""
+    from cuda.core import launch
+
+    return launch
 
 
 def function(k, ctx):
