@@ -19,12 +19,20 @@ import statistics
 import sys
 
 
-def report(log, cases_file):
+def kernel_times(log, cases_file):
+    """``(cases, times)`` of an ``ncu --csv`` log and the script's ``CASE`` lines:
+    ``times`` the nonzero kernels' ``(name, microseconds)`` in launch order, the same
+    number for each case (also :mod:`register_sweep`'s report)."""
     rows = [r for r in csv.reader(open(log)) if len(r) > 10]
     head = rows[0]
     ki, vi = head.index("Kernel Name"), head.index("Metric Value")
     ks = [(r[ki], float(r[vi].replace(",", "")) / 1000) for r in rows[1:] if "nonzero" in r[ki]]
     cases = [ln.split("CASE ")[1].strip() for ln in open(cases_file) if "CASE " in ln]
+    return cases, ks
+
+
+def report(log, cases_file):
+    cases, ks = kernel_times(log, cases_file)
     per = len(ks) // len(cases)
     for i, c in enumerate(cases):
         chunk = ks[i * per : (i + 1) * per]

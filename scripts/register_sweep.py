@@ -12,21 +12,18 @@ every count checked: 1-d inputs of 2**20, 2**24 and 2**28 elements; ``LAYOUTS=1`
 and 2**28 reversed, every second element, and (n/4096, 64, 64) plain and transposed with
 uint64 coordinates instead."""
 
-import csv
 import os
 import statistics
 import sys
 
 
 def report(log, cases_file):
-    rows = [r for r in csv.reader(open(log)) if len(r) > 10]
-    head = rows[0]
-    ki, vi = head.index("Kernel Name"), head.index("Metric Value")
-    ds = [float(r[vi].replace(",", "")) / 1000 for r in rows[1:] if "nonzero" in r[ki]]
-    cases = [ln.split("CASE ")[1].strip() for ln in open(cases_file) if "CASE " in ln]
-    per = len(ds) // len(cases)
+    from ab_kernel_times import kernel_times  # scripts/, beside this one
+
+    cases, ks = kernel_times(log, cases_file)
+    per = len(ks) // len(cases)
     for i, c in enumerate(cases):
-        print(f"{c:40s} {statistics.median(ds[i * per : (i + 1) * per]):8.1f} us")
+        print(f"{c:40s} {statistics.median(v for _, v in ks[i * per : (i + 1) * per]):8.1f} us")
 
 
 def run(caps):
