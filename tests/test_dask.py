@@ -125,9 +125,10 @@ def test_the_two_worker_processes_both_ran_tasks(client):
     a = np.arange(1, 4 * 8 * 8 + 1, dtype=np.float32).reshape(4, 8, 8)
     x = da.from_array(a, chunks=(1, 8, 8))
     count, coords = dmlnumba.nonzero_coordinates(x)
-    r = client.gather(client.compute([count, coords]))
+    futures = client.compute([count, coords])  # held: released results leave who_has
+    r = client.gather(futures)
     assert int(r[0][0]) == a.size
-    workers = {w for ws in client.who_has().values() for w in ws}
+    workers = {w for ws in client.who_has(futures).values() for w in ws}
     assert len(client.scheduler_info()["workers"]) == 2
     assert workers  # results were held by the cluster's workers
 
