@@ -46,7 +46,10 @@ for shp in shapes:
                 k = cl["kernel"]
                 crd = np.empty(x.size * x.ndim, np.uint32)
                 cnt = np.empty(1, np.uint32)
-                args = (cl["read"](x), cl["mask"], cl["geom"], cl["p"], crd, cnt)
+                if "geom" in cl:  # trees before the mask and shape moved into the block
+                    args = (cl["read"](x), cl["mask"], cl["geom"], cl["p"], crd, cnt)
+                else:
+                    args = (cl["read"](x), cl["p"], crd, cnt)
                 fs[nm] = lambda k=k, args=args: k(*args)
             else:
                 fs[nm] = lambda d=d: d.nonzero_coordinates(x)

@@ -372,12 +372,26 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
         c0 = coords[last]
         for i in range(W - 1):
             head[i] = coords[first + i]
+        # Up to three outer columns in locals: out may alias head for all numba
+        # tells LLVM, which then reloads head after every store (10-20% of a
+        # 3-column row's time, docs/PERFORMANCE.md).
+        h0 = head[0]
+        h1 = head[1] if W > 2 else h0
+        h2 = head[2] if W > 3 else h0
         q = np.uint64(p + k * st)
         for j in range(n):
             ub = uob + np.uint64(row) * urs
             if W > 0:
-                for i in range(W - 1):
-                    out[ub + np.uint64(i) * ucs] = head[i]
+                if W <= 4:
+                    if W > 1:
+                        out[ub] = h0
+                    if W > 2:
+                        out[ub + ucs] = h1
+                    if W > 3:
+                        out[ub + np.uint64(2) * ucs] = h2
+                else:
+                    for i in range(W - 1):
+                        out[ub + np.uint64(i) * ucs] = head[i]
                 out[ub + np.uint64(W - 1) * ucs] = c0 + j
             row += is_nonzero(src[q + np.uint64(j) * ust], mask)
         k += n
@@ -486,20 +500,21 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
 
 
 @jit
-def _count_block(src, sb, mask, geom, first, n, block, b, contiguous):
+def _count_block(src, sb, mask, shape, strides, first, n, block, b, contiguous):
     """Non-zero elements of block ``b``: elements ``first + [b*block, (b+1)*block)``
-    (clipped to ``first + n``) of the row-major order of the shape in ``geom``."""
-    ndim = geom.shape[1]
+    (clipped to ``first + n``) of the row-major order of ``shape``."""
     lo, hi = block_bounds(b, block, n)
     lo += first
     hi += first
     if contiguous:
         return _count_row(src, sb + lo, 1, hi - lo, mask)
-    return _count_range(src, sb, mask, geom[0], geom[1], ndim, lo, hi)
+    return _count_range(src, sb, mask, shape, strides, shape.shape[0], lo, hi)
 
 
 @jit
-def _write_block(src, sb, mask, geom, first, n, block, b, out, w, row, row_end, contiguous):
+def _write_block(
+    src, sb, mask, shape, strides, first, n, block, b, out, w, row, row_end, contiguous
+):
     """Write block ``b``'s coordinates into rows ``[row, row_end)`` (see
     :func:`_write_range`); return the row after the last one written."""
     lo, hi = block_bounds(b, block, n)
@@ -507,9 +522,9 @@ def _write_block(src, sb, mask, geom, first, n, block, b, out, w, row, row_end, 
         src,
         sb,
         mask,
-        geom[0],
-        geom[1],
-        geom.shape[1],
+        shape,
+        strides,
+        shape.shape[0],
         lo + first,
         hi + first,
         out,
@@ -518,6 +533,22 @@ def _write_block(src, sb, mask, geom, first, n, block, b, out, w, row, row_end, 
         row_end,
         contiguous,
     )
+
+
+@jit
+def _positions(src, p, n, mask, out):
+    """Write the positions ``k`` of the non-zero elements among ``src[p : p + n]``
+    into ``out``, in order, and nothing past them; return how many.  These are the
+    one-column coordinates of a C-contiguous input of effective rank 1 (every
+    dimension but the last of size 1).
+
+    One branchless loop (:func:`_compact_contiguous`) that ends on the last
+    non-zero element: about half the time a 1000-element 1-d input takes through
+    :func:`_write_range` (docs/PERFORMANCE.md)."""
+    e = n
+    while e > 0 and not is_nonzero(src[p + e - 1], mask):
+        e -= 1
+    return _compact_contiguous(src, p, e, mask, out)
 
 
 @_inline
@@ -533,11 +564,12 @@ def _nonzero_driver(parallel):
     :func:`_slice_driver`)."""
     loop = prange if parallel else range
 
-    def nonzero(src, mask, geom, p, out, count):
+    def nonzero(src, p, out, count):
         """NONZERO_COORDINATES of the elements ``[first, first + n)`` of the
-        row-major order of the shape in ``geom`` (the whole input; a dask block's
+        row-major order of the shape in ``p`` (the whole input; a dask block's
         run of the whole array's order), in that shape's coordinates.  ``p`` is a
-        :data:`~dmlnumba.params.NONZERO_CPU` block.
+        :data:`~dmlnumba.params.NONZERO_CPU` block; everything but the arrays is
+        in it, since numba's dispatch costs about 0.1 us an argument.
 
         Block ``b`` holds elements ``first + [b*block, (b+1)*block)``.  Pass 1
         counts each block's non-zeros; the exclusive scan of the counts gives each
@@ -548,6 +580,7 @@ def _nonzero_driver(parallel):
         no counting pass either: its write, bounded by the worst case (every
         element), ends on the count.
         """
+        mask = src.dtype.type(p[P.mask])  # the bits that make an element non-zero
         src_base = p[P.src_base]
         first = p[P.first]
         n = p[P.n]
@@ -556,12 +589,21 @@ def _nonzero_driver(parallel):
         contiguous = p[P.contiguous] != 0
         limit = p[P.limit]
         w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
-        if nblocks == 1 and limit >= n:  # one block, every row fits: no count, no scan
+        single = nblocks == 1 and limit >= n  # one block, every row fits: no count, no scan
+        if single and contiguous and first == 0 and w[3] == 1 and w[1] == 1 and w[0] == 0:
+            # One column, rows packed from out[0]: the positions are the rows.
+            count[p[P.count_pos]] = _positions(src, src_base, n, mask, out)
+            return
+        ndim = p[P.ndim]
+        shape = p[P.shape : P.shape + ndim]
+        strides = p[P.strides : P.strides + ndim]
+        if single:
             count[p[P.count_pos]] = _write_block(
                 src,
                 src_base,
                 mask,
-                geom,
+                shape,
+                strides,
                 first,
                 n,
                 block,
@@ -577,13 +619,26 @@ def _nonzero_driver(parallel):
         rows[0] = 0
         for b in loop(nblocks):
             rows[b + 1] = _count_block(
-                src, src_base, mask, geom, first, n, block, np.int64(b), contiguous
+                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
             )
         _scan(rows, nblocks)
         for b in loop(nblocks):
             lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
             _write_block(
-                src, src_base, mask, geom, first, n, block, np.int64(b), out, w, lo, hi, contiguous
+                src,
+                src_base,
+                mask,
+                shape,
+                strides,
+                first,
+                n,
+                block,
+                np.int64(b),
+                out,
+                w,
+                lo,
+                hi,
+                contiguous,
             )
         count[p[P.count_pos]] = rows[nblocks]
 

@@ -94,8 +94,10 @@ NONZERO_CUDA = declare(
 #: The CPU nonzero drivers' block (see :mod:`dmlnumba.kernels_cpu`).
 NONZERO_CPU = declare(
     "NonzeroCpu",
-    rows=(),
+    rows=("shape", "strides"),  # of the row-major order counted (strides: of the input)
     scalars=(
+        "ndim",
+        "mask",  # bits of an element that make it non-zero (two's complement for 64 bits)
         "src_base",  # index of element 0 in the flat input view
         "first",  # the input's first element in the row-major order of ``geom``'s shape
         "n",  # elements

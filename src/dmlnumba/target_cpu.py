@@ -6,7 +6,6 @@ on first use, so ``import dmlnumba`` stays light.
 """
 
 import contextlib
-import functools
 import os
 import threading
 
@@ -101,17 +100,20 @@ def _copy(src, src_base, dst, dst_base, geom, size):
         _run(k.slice_copy, ("slice1", bits), src, src_base, dst, dst_base, geom, chunk, nchunks)
 
 
-def _nonzero(src, mask, geom, out, count, **fields):
-    """Run the nonzero kernel with these :data:`~dmlnumba.params.NONZERO_CPU`
-    fields (all but the block size and count)."""
-    _nonzero_with(_params(config.CPU_NONZERO_BLOCK, **fields), src, mask, geom, out, count)
+def _nonzero(src, dtype, out, count, **fields):
+    """Run the nonzero kernel on ``src``, the flat view of an input of ``dtype``,
+    with these :data:`~dmlnumba.params.NONZERO_CPU` fields (all but the block
+    size and count, the mask and ``ndim``)."""
+    _nonzero_with(_params(config.CPU_NONZERO_BLOCK, dtype, **fields), src, out, count)
 
 
-def _params(block, **fields):
+def _params(block, dtype, **fields):
     """The :data:`~dmlnumba.params.NONZERO_CPU` block for these fields (all but
-    ``block`` and ``nblocks``) and block size."""
+    ``block``, ``nblocks``, ``ndim`` and ``mask``), block size and input dtype."""
     fields["block"] = block
     fields["nblocks"] = max(1, -(-fields["n"] // block))
+    fields["ndim"] = len(fields["shape"])
+    fields["mask"] = _mask(dtype)
     return pack(NONZERO_CPU, **fields)
 
 
@@ -120,13 +122,13 @@ def _parallel(p):
     return p[NONZERO_CPU.nblocks] > 1 and p[NONZERO_CPU.n] >= config.CPU_PARALLEL_MIN
 
 
-def _nonzero_with(p, src, mask, geom, out, count):
+def _nonzero_with(p, src, out, count):
     k = kernels()
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
     if _parallel(p) and _threads_ok():
-        _run(k.nonzero_parallel, key + ("parallel",), src, mask, geom, p, out, count)
+        _run(k.nonzero_parallel, key + ("parallel",), src, p, out, count)
     else:
-        _run(k.nonzero, key, src, mask, geom, p, out, count)
+        _run(k.nonzero, key, src, p, out, count)
 
 
 def describe(a, name, func):
@@ -297,18 +299,12 @@ def slice1(x, starts, steps, out, stream=None, fresh=False):
 
 
 def _mask(dtype):
-    """:func:`nonzero_mask` as a scalar of the kernels' unsigned type for ``dtype``."""
+    """:func:`nonzero_mask` of ``dtype`` as an int64 (two's complement for 64 bits),
+    for a parameter block: the kernel reads it as its unsigned element type."""
     m = _masks.get(dtype)
     if m is None:
-        m = _masks[dtype] = uint_of_size(dtype.itemsize).type(nonzero_mask(dtype))
+        m = _masks[dtype] = int(np.uint64(nonzero_mask(dtype)).view(np.int64))
     return m
-
-
-@functools.lru_cache(maxsize=1024)
-def _nonzero_geometry(shape, strides):
-    g = np.array([shape, strides], np.int64)
-    g.flags.writeable = False
-    return g
 
 
 def nonzero_runner(x, width, dtype, rows, lib=None):
@@ -320,14 +316,15 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
     if n == 0:
         return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
     _, sbase, sstr = flat(x, False)
-    mask = _mask(x.dtype)
-    geom = _nonzero_geometry(x.shape, sstr)
     contiguous = bool(x.flags.c_contiguous)
     view = u != dtype
     read = _reader(x)
 
     p = _params(
         config.CPU_NONZERO_BLOCK,
+        x.dtype,
+        shape=x.shape,
+        strides=sstr,
         src_base=sbase,
         first=0,
         n=n,
@@ -347,9 +344,9 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
         cnt = np.empty(1, u)
         crd = np.empty(shape, u)  # and its flat view: 0.1 us less than the other way round
         if kernel is not None:  # small inputs: the compiled serial kernel, called directly
-            kernel(read(x), mask, geom, p, crd.ravel(), cnt)
+            kernel(read(x), p, crd.ravel(), cnt)
         else:
-            _nonzero_with(p, read(x), mask, geom, crd.ravel(), cnt)
+            _nonzero_with(p, read(x), crd.ravel(), cnt)
             if serial:  # compiled (or loaded) by the call just made
                 kernel = kernels().nonzero
         if view:
@@ -379,14 +376,14 @@ def nonzero_run(x, shape, origin, width, dtype):
             first = first * shape[d] + origin[d]
         contiguous = bool(x.flags.c_contiguous)
         base = sbase - first if contiguous else sbase - sum(o * s for o, s in zip(origin, es))
-        geom = _nonzero_geometry(tuple(shape), es)
         out, obase, rs, cs = (crd.reshape(-1), 0, width, 1) if width else (cnt, 0, 0, 0)
         _nonzero(
             src,
-            _mask(x.dtype),
-            geom,
+            x.dtype,
             out,
             cnt,
+            shape=shape,
+            strides=es,
             src_base=base,
             first=first,
             n=n,
@@ -415,10 +412,11 @@ def nonzero(x, width, count, coords, stream=None, limit=None):
         out, obase, rs, cs, limit = cnt, cbase, 0, 0, 0
     _nonzero(
         src,
-        _mask(x.dtype),
-        _nonzero_geometry(x.shape, sstr),
+        x.dtype,
         out,
         cnt,
+        shape=x.shape,
+        strides=sstr,
         src_base=sbase,
         first=0,
         n=x.size,
