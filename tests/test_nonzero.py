@@ -508,3 +508,34 @@ def test_cpu_threads_only_for_large_inputs(op, monkeypatch):
     assert run(2000) == [True]
     with target_cpu.one_thread():
         assert run(2000) == [False]
+
+
+def test_repeated_numpy_calls_reuse_their_runner(monkeypatch):
+    """A default call on a NumPy array of a layout seen before runs the runner the
+    first call kept, without validation: nonzero_coordinates writes the NumPy key
+    out inline, and it must be ``_numpy_nonzero_key``'s, which ``device="cpu"`` and
+    argwhere calls look up.  Arguments that only look alike (a float width, a bool
+    max_count) take the full path and its errors."""
+    from dmlnumba import api
+    from dmlnumba.caches import Bounded
+
+    monkeypatch.setattr(api, "_runners", Bounded())
+    full = []
+    real = api._nonzero
+    monkeypatch.setattr(api, "_nonzero", lambda *a, **k: (full.append(1), real(*a, **k))[1])
+    rng = np.random.default_rng(11)
+    x = fill(rng, np.float32, 1000, 0.5)
+    dmlnumba.nonzero_coordinates(x)
+    assert len(full) == 1
+    assert api._numpy_nonzero_key("nonzero_coordinates", x, None, np.uint32, None) in api._runners
+    for kwargs in [{}, {"device": "cpu"}]:
+        y = fill(rng, np.float32, 1000, 0.3)
+        _assert_matches_argwhere(y, *dmlnumba.nonzero_coordinates(y, **kwargs))
+    assert len(full) == 1
+    dmlnumba.nonzero_coordinates(x, 1)  # another key: the full path once, then its runner
+    dmlnumba.nonzero_coordinates(x, 1)
+    assert len(full) == 2
+    with pytest.raises(TypeError, match="width"):
+        dmlnumba.nonzero_coordinates(x, 1.0)
+    with pytest.raises(TypeError, match="max_count"):
+        dmlnumba.nonzero_coordinates(x, max_count=True)

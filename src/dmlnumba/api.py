@@ -105,15 +105,20 @@ def _fresh_key(input, device, stream):
     return None
 
 
+def _numpy_nonzero_key(f, input, width, dtype, max_count):
+    """The key of a nonzero call on the NumPy array ``input`` into new outputs: flat
+    (:func:`_fresh_key`'s, unnested), 0.15 us less of a 1000-element call's 5 us.
+    :func:`nonzero_coordinates` writes it out inline (a test checks they agree)."""
+    return (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype), max_count)
+
+
 def _nonzero_runner(f, input, width, dtype, max_count, device, stream):
     """``(key, runner)`` of a repeated nonzero call into new outputs: the key None
     where this is not such a call, the runner None where none is kept yet."""
     if (width is None or type(width) is int) and (max_count is None or type(max_count) is int):
         key: tuple[Any, ...] | None = None
         if type(input) is np.ndarray and stream is None and (device is None or device == "cpu"):
-            # NumPy's key inline and flat (_fresh_key's, unnested): 0.15 us of a
-            # 1000-element call's 5 us.
-            key = (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype), max_count)
+            key = _numpy_nonzero_key(f, input, width, dtype, max_count)
         else:
             fresh = _fresh_key(input, device, stream)
             if fresh is not None:
@@ -248,9 +253,33 @@ def nonzero_coordinates(
     """
     key = None
     if out_count is None and out_coordinates is None:  # a repeated call: its runner
-        key, run = _nonzero_runner(
-            "nonzero_coordinates", input, width, dtype, max_count, device, stream
-        )
+        if (
+            type(input) is np.ndarray
+            and device is None
+            and stream is None
+            and (width is None or type(width) is int)
+            and (max_count is None or type(max_count) is int)
+        ):
+            # _nonzero_runner's NumPy key (_numpy_nonzero_key), without the calls:
+            # 0.2-0.3 us of a 1000-element call's 3.5-6 (docs/PERFORMANCE.md).
+            key = (
+                "nonzero_coordinates",
+                input.dtype,
+                input.shape,
+                input.strides,
+                width,
+                dtype,
+                type(dtype),
+                max_count,
+            )
+            try:
+                run = _runners.get(key)
+            except TypeError:  # an unhashable dtype argument: the checks say what is wrong
+                key = run = None
+        else:
+            key, run = _nonzero_runner(
+                "nonzero_coordinates", input, width, dtype, max_count, device, stream
+            )
         if run is not None:
             return run(input)
     lib, target, count, coords = _nonzero(
