@@ -11,7 +11,7 @@ import numpy as np
 
 from . import target_cpu
 from . import validation as v
-from .arrays import is_dask, library, on_current_cupy_device
+from .arrays import current_cupy_device, is_dask, library
 from .caches import Bounded
 from .dispatch import resolve
 from .window import window  # noqa: F401  (re-exported)
@@ -99,9 +99,10 @@ def _fresh_key(input, device, stream):
         )
     if lib == "cupy":
         # A runner allocates on CuPy's current device: other devices take the full path.
-        if not on_current_cupy_device(input):
+        dev = input.data.device_id
+        if dev != current_cupy_device():
             return None
-        return (tp, input.dtype, input.shape, input.strides, input.data.device_id)
+        return (tp, input.dtype, input.shape, input.strides, dev)
     return None
 
 

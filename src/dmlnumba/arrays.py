@@ -60,10 +60,16 @@ def is_dask(x: Any) -> bool:
     return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith("dask.array")
 
 
-def on_current_cupy_device(a: Any) -> bool:
-    """Whether CuPy array ``a`` lives on CuPy's current device (CuPy is loaded
-    already: ``a`` is one of its arrays)."""
-    import cupy
+def current_cupy_device() -> int:
+    """CuPy's current device (CuPy is loaded already: the caller holds one of its
+    arrays).  Its ``getDevice`` is looked up once, not through an import statement
+    on every repeated call (1-4% of a small CuPy call's host time, docs/PERFORMANCE.md)."""
+    global _cupy_get_device
+    if _cupy_get_device is None:
+        import cupy
 
-    # The memory pointer's device id: ``a.device`` makes a Device object each time.
-    return bool(a.data.device_id == cupy.cuda.runtime.getDevice())
+        _cupy_get_device = cupy.cuda.runtime.getDevice
+    return _cupy_get_device()
+
+
+_cupy_get_device: Any = None
