@@ -512,9 +512,9 @@ def test_cpu_threads_only_for_large_inputs(op, monkeypatch):
 
 def test_repeated_numpy_calls_reuse_their_runner(monkeypatch):
     """A default call on a NumPy array of a layout seen before runs the runner the
-    first call kept, without validation: nonzero_coordinates writes the NumPy key
-    out inline, and it must be ``_numpy_nonzero_key``'s, which ``device="cpu"`` and
-    argwhere calls look up.  Arguments that only look alike (a float width, a bool
+    first call kept, without validation: nonzero_coordinates looks the NumPy key up
+    itself, and its runner must be the one ``device="cpu"`` calls (through
+    ``_nonzero_runner``) find.  Arguments that only look alike (a float width, a bool
     max_count) take the full path and its errors."""
     from dmlnumba import api
     from dmlnumba.caches import Bounded

@@ -109,7 +109,8 @@ def _fresh_key(input, device, stream):
 def _numpy_nonzero_key(f, input, width, dtype, max_count):
     """The key of a nonzero call on the NumPy array ``input`` into new outputs: flat
     (:func:`_fresh_key`'s, unnested), 0.15 us less of a 1000-element call's 5 us.
-    :func:`nonzero_coordinates` writes it out inline (a test checks they agree)."""
+    ``width`` and ``max_count`` must be None or ints (so that 1.0 or True never
+    stands for 1): the callers check."""
     return (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype), max_count)
 
 
@@ -261,18 +262,9 @@ def nonzero_coordinates(
             and (width is None or type(width) is int)
             and (max_count is None or type(max_count) is int)
         ):
-            # _nonzero_runner's NumPy key (_numpy_nonzero_key), without the calls:
-            # 0.2-0.3 us of a 1000-element call's 3.5-6 (docs/PERFORMANCE.md).
-            key = (
-                "nonzero_coordinates",
-                input.dtype,
-                input.shape,
-                input.strides,
-                width,
-                dtype,
-                type(dtype),
-                max_count,
-            )
+            # _nonzero_runner's NumPy case without the call through it: 0.2-0.3 us of
+            # a 1000-element call's 3.5-6 (docs/PERFORMANCE.md).
+            key = _numpy_nonzero_key("nonzero_coordinates", input, width, dtype, max_count)
             try:
                 run = _runners.get(key)
             except TypeError:  # an unhashable dtype argument: the checks say what is wrong

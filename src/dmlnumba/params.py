@@ -99,7 +99,7 @@ NONZERO_CPU = declare(
         "ndim",
         "mask",  # bits of an element that make it non-zero (two's complement for 64 bits)
         "src_base",  # index of element 0 in the flat input view
-        "first",  # the input's first element in the row-major order of ``geom``'s shape
+        "first",  # the input's first element in the row-major order of ``shape``
         "n",  # elements
         "block",  # elements per block
         "nblocks",
