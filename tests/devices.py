@@ -133,7 +133,7 @@ def record_paths(monkeypatch, device):
     names = {}
     real_kernel, real_launcher = launch.kernel, launch.launcher
 
-    def kernel(name, src_bits, out_bits=0, variant=(False, False)):
+    def kernel(name, src_bits, out_bits=0, variant=(False, 0)):
         k = real_kernel(name, src_bits, out_bits, variant)
         names[id(k)] = (name, src_bits)
         return k

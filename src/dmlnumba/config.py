@@ -44,10 +44,10 @@ CUDA_NONZERO_MIN_ITEMS = 16
 #: back stays short.
 CUDA_NONZERO_TILES = 512
 
-#: CUDA nonzero: inputs of fewer elements (every position below 2**32) take the
-#: kernel whose write pass divides in 32 bits; larger ones the 64-bit one.  Tests
-#: set it to 0 to run the 64-bit write pass on small inputs.
-CUDA_NONZERO_32BIT_BELOW = 1 << 32
+#: CUDA nonzero: inputs of fewer elements than this (and than 2**31: every position
+#: below 2**31) take the kernel whose write pass divides in 32 bits; larger ones the
+#: 64-bit one.  Tests set it to 0 to run the 64-bit write pass on small inputs.
+CUDA_NONZERO_32BIT_BELOW = 1 << 31
 
 #: CUDA nonzero: register cap per thread, every variant (0: the compiler's
 #: choice, about 60).  At 40 the kernels spill (the count pass's loads in flight,

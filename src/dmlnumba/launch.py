@@ -39,9 +39,10 @@ _functions = Bounded()
 _first_use = threading.Lock()
 
 
-def python_kernel(name, src_bits, variant=(False, False)):
+def python_kernel(name, src_bits, variant=(False, 0)):
     """The kernel's Python function for ``src_bits``-bit elements (``variant``: the
-    nonzero kernel's ``(narrow, staged)``, see :func:`make_nonzero`)."""
+    nonzero kernel's ``(narrow, staged)``, ``staged`` 0 or a width; see
+    :func:`make_nonzero`)."""
     if name == "slice":
         return make_slice(_UINT[src_bits])
     return make_nonzero(128 // src_bits, _UINT[src_bits], *variant)
@@ -59,7 +60,7 @@ def signature(name, src_bits, out_bits=0):
     return types.void(*args)
 
 
-def kernel(name, src_bits, out_bits=0, variant=(False, False)):
+def kernel(name, src_bits, out_bits=0, variant=(False, 0)):
     """The compiled kernel for these bit widths, built on first use (a launch's hot
     path: a cache lookup)."""
     regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0

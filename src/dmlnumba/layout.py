@@ -107,20 +107,21 @@ def divisor(n):
 
 
 def divisor32(n):
-    """``(magic, shift)`` for dividing any 32-bit unsigned ``e`` by ``n``
-    (``1 <= n <= 2**32``), as :func:`divisor` for 64 bits: ``magic`` below 2**32,
-    :func:`divide32` the arithmetic."""
+    """``(magic, shift)`` for dividing any ``e`` below 2**31 by ``n`` (``1 <= n <=
+    2**31``) in 32-bit words, :func:`divide32` the arithmetic: ``magic`` is
+    ``ceil(2**(31 + shift) / n)``, below 2**32, with ``shift = ceil(log2 n)``; then
+    ``magic * n - 2**(31 + shift) < n <= 2**shift``, the bound under which
+    ``e * magic >> (31 + shift)`` is ``e // n`` for every 31-bit ``e``
+    (Granlund and Montgomery, 1994)."""
     shift = (n - 1).bit_length()
-    return ((1 << 32) * ((1 << shift) - n)) // n + 1, shift
+    return ((1 << (31 + shift)) + n - 1) // n, shift
 
 
 def divide32(e, magic, shift):
     """``e // n`` from :func:`divisor32`'s ``(magic, shift)``, step for step as the
-    kernel's 32-bit write pass computes it (every intermediate below 2**32)."""
-    t = (e * magic) >> 32
-    s1 = 1 if shift > 0 else 0
-    s2 = shift - 1 if shift > 0 else 0
-    return (t + ((e - t) >> s1)) >> s2
+    kernel's 32-bit write pass computes it: the high word of ``2e * magic`` (``2e``
+    fits 32 bits), shifted (every intermediate below 2**32)."""
+    return (((2 * e) * magic) >> 32) >> shift
 
 
 def divide(e, magic, shift):

@@ -8,12 +8,13 @@ runs three named steps:
    one 32-bit ballot mask per 32 of them in shared memory, and counts;
 2. **look-back** (:func:`~dmlnumba.tile_status.look_back`): the block publishes
    its count and learns where its rows start;
-3. **write** (:func:`write_rows`): each warp writes its rows from the kept
-   masks, visiting only the mask words that hold a non-zero; a row's
-   coordinates come from its element's position by multiplies
-   (:func:`write_row`; in 32 bits where every position fits), not an
-   odometer.  Dense tiles of a staged kernel gather each word's rows in shared
-   memory and store them as one run.
+3. **write** (:func:`write_rows`, :func:`stage_rows`): each warp writes its
+   rows from the kept masks, visiting only the mask words that hold a
+   non-zero; a row's coordinates come from its element's position by
+   multiplies (:func:`write_row`; in 32 bits where every position is below
+   2**31), not an odometer.  A staged kernel (32-bit rows of several columns)
+   gathers the rows of tiles that are not sparse in a ring of shared memory
+   and stores them 32 rows at a time, in whole sectors.
 
 The count never leaves the device: the block of the last tile writes it.  The
 kernel is made per element width (``V`` elements in 16 bytes), a compile-time
@@ -32,6 +33,7 @@ from .warp import (
     inline,
     load16,
     shfl_down,
+    shfl_idx,
     sync_warp,
     umulhi,
     umulhi32,
@@ -41,16 +43,12 @@ from .warp import (
 #: Shared ballot masks per block: warps x items.  The host keeps
 #: ``(threads // 32) * items`` within this.
 MAX_MASKS = 2048
-#: Shared staging words per block of the staged write pass: warps x 32 x width.
-#: The host allows staging only where ``threads * width`` is within this.
-STAGE_WORDS = 2048
-#: A tile stages its rows where at least 1 / STAGE_OF of its elements are non-zero
-#: (3 in 4: dense tiles, where lanes storing their own rows fill each 32-byte
-#: sector a column at a time, and the write pass is bound by L2 writes).  A float:
-#: the integer test of the same bound changes ptxas's spills (40 / 76 -> 36 / 64
-#: bytes) and, tried with other changes, measured 6-10% slower at 1%
-#: (docs/PERFORMANCE.md).
-STAGE_OF = 4 / 3
+#: Rows each warp of a staged kernel holds in shared memory before storing them
+#: (:func:`write_rows`): a ring of twice the 32 rows it stores at a time.
+RING = 64
+#: Shared staging words per block of the staged write pass: warps x RING x width.
+#: The host allows staging only where ``(threads // 32) * RING * width`` is within this.
+STAGE_WORDS = 4096
 #: A staged kernel's tile whose elements are at most 1 / SPARSE_OF non-zero writes
 #: 32 mask words at once, one a lane (the lanes' rows follow each other), instead of
 #: word by word with all lanes on one word's rows.
@@ -61,14 +59,16 @@ VECTOR_LOADS = 4
 STRIDED_LOADS = 8
 
 
-def make_nonzero(V, item, narrow=False, staged=False):
+def make_nonzero(V, item, narrow=False, staged=0):
     """The nonzero kernel for elements of ``16 // V`` bytes, read as numba type
     ``item`` (the unsigned integer type of that width).  ``narrow``: every element
-    position is below 2**32, and the write pass divides in 32 bits (the parameter
+    position is below 2**31, and the write pass divides in 32 bits (the parameter
     block's ``magic`` then holds :func:`dmlnumba.layout.divisor32`'s).
-    ``staged``: the coordinates are 32-bit, several columns in contiguous rows
-    (row stride the width, column stride 1), and dense tiles stage their rows in
-    shared memory (:func:`write_rows`)."""
+    ``staged``: 0, or the width (2 to 8) of 32-bit coordinates in contiguous rows
+    (row stride the width, column stride 1), compiled in: tiles that are not sparse
+    stage their rows in shared memory (:func:`stage_rows`), and every loop over the
+    columns unrolls (8-22% faster than the width read at run time on (65536, 64, 64)
+    and (64, 64, 256, 256) at 2**28, docs/PERFORMANCE.md)."""
     W = 32 // V  # lanes whose elements make up one 32-element mask word
     BITS = 128 // V  # bits an element
     HALF = max(V // 2, 1)  # elements in 8 bytes
@@ -266,13 +266,10 @@ def make_nonzero(V, item, narrow=False, staged=False):
 
     @inline
     def divide32(e, magic, shift):
-        """``e // n`` for uint32 ``e`` and :func:`dmlnumba.layout.divisor32`'s
-        ``(magic, shift)`` of ``n``, all in 32 bits (one high multiply)."""
-        t = umulhi32(e, uint32(magic))
-        sh = uint32(shift)
-        s1 = uint32(1) if sh > uint32(0) else uint32(0)
-        s2 = uint32(sh - uint32(1)) if sh > uint32(0) else uint32(0)
-        return uint32(uint32(t + uint32(uint32(e - t) >> s1)) >> s2)
+        """``e // n`` for uint32 ``e`` below 2**31 and :func:`dmlnumba.layout.divisor32`'s
+        ``(magic, shift)`` of ``n``: the high word of ``2e * magic``, shifted (all
+        in 32 bits, one high multiply)."""
+        return uint32(umulhi32(uint32(e << uint32(1)), magic) >> shift)
 
     @inline
     def write_row(out, pos, cs, e, dv, width):
@@ -287,7 +284,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
             e32 = uint32(e)
             for j in range(width - 1):
                 d = uint64(ndim - 1 - j)  # unsigned: no negative-index check
-                q32 = divide32(e32, magic[d], shift[d])
+                q32 = divide32(e32, uint32(magic[d]), uint32(shift[d]))
                 out[pos] = uint32(e32 - uint32(q32 * uint32(shape[d])))
                 pos -= cs
                 e32 = q32
@@ -302,7 +299,112 @@ def make_nonzero(V, item, narrow=False, staged=False):
             out[pos] = e
 
     @inline
-    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, stage, sb, dense, sparse):
+    def stage_row(stage, pos, e, inner, dv, width):
+        """Write the last ``width`` (at least 2) coordinates of element ``e`` (a
+        uint32 position where ``narrow``, else a uint64) at ``stage[pos] ...``, a
+        row: as :func:`write_row`, with the two innermost dimensions' shape and
+        divisor from registers (``inner``) where ``narrow``."""
+        if not narrow:
+            write_row(stage, pos, 1, e, dv, width)
+            return
+        shape, magic, shift, ndim = dv
+        n1, m1, l1, n2, m2, l2 = inner
+        pos = uint32(pos + uint32(width - 1))
+        q = divide32(e, m1, l1)
+        stage[pos] = uint32(e - uint32(q * n1))
+        pos = uint32(pos - uint32(1))
+        e = q
+        if width > 2:
+            q = divide32(e, m2, l2)
+            stage[pos] = uint32(e - uint32(q * n2))
+            pos = uint32(pos - uint32(1))
+            e = q
+            for j in range(2, width - 1):
+                d = uint64(ndim - 1 - j)
+                q = divide32(e, uint32(magic[d]), uint32(shift[d]))
+                stage[pos] = uint32(e - uint32(q * uint32(shape[d])))
+                pos = uint32(pos - uint32(1))
+                e = q
+        stage[pos] = e
+
+    @inline
+    def store_run(stage, sb, h, n, row, lane, out, out_base, w, lim):
+        """Store ``n`` (at most 32) rows of the warp's ring from its row ``h``, a
+        multiple of 32 (rows ``row + h`` on, ``w`` values each): the ring's first or
+        second half, so the run does not wrap.  Lane ``i`` takes values ``i, i + 32,
+        ...`` of the run: whole 32-byte sectors.  Values at and past ``lim`` (the
+        limit's) are not stored."""
+        v0 = (row + h) * w  # the run's first value
+        m = uint32(n * w)
+        src = uint32(sb + uint32(uint32(h & uint32(RING - 1)) * w) + uint32(lane))
+        dst = uint64(out_base + v0 + lane)
+        if n == 32 and v0 + m <= lim:  # 32 whole rows: w stores a lane, unrolled
+            for i in range(w):
+                out[dst + uint64(32 * i)] = stage[uint32(src + uint32(32 * i))]
+            return
+        if v0 + m > lim:  # the limit cuts the run
+            m = uint32(lim - v0) if lim > v0 else uint32(0)
+        t = uint32(lane)
+        while t < m:
+            out[dst] = stage[src]
+            src = uint32(src + uint32(32))
+            dst += uint64(32)
+            t = uint32(t + uint32(32))
+
+    @inline
+    def stage_rows(masks, m0, items, row, e0, lane, dv, out, out_base, width, limit, stage, sb):
+        """The write pass of a staged kernel's tile that is not sparse: the warp
+        puts each mask word's rows in its ring of :data:`RING` rows of shared
+        memory (``stage`` from ``sb``), each lane its own row's coordinates
+        (:func:`stage_row`), and stores the ring 32 rows at a time as one run
+        (:func:`store_run`): whole sectors, where lanes storing their own rows
+        ``width`` words apart write each sector a column at a time.  Ring
+        positions count from ``row`` (32 bits: a warp has fewer rows)."""
+        shape, magic, shift, ndim = dv
+        d1 = uint64(ndim - 1)
+        d2 = uint64(ndim - 2)
+        inner = (
+            uint32(shape[d1]),
+            uint32(magic[d1]),
+            uint32(shift[d1]),
+            uint32(shape[d2]),
+            uint32(magic[d2]),
+            uint32(shift[d2]),
+        )
+        w = uint32(width)
+        lim = limit * w
+        lt = uint32((1 << lane) - 1)
+        h = uint32(0)  # the first row not stored yet
+        f = uint32(0)  # the next row
+        base = 0
+        while base < items:
+            bw = uint32(0)
+            if base + lane < items:
+                bw = masks[uint64(m0 + base + lane)]
+            live = ballot(bw != uint32(0))
+            while live != uint32(0):
+                # The first word left (lane j holds it): its bit and those below it.
+                j = cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
+                live = uint32(live & (live - uint32(1)))
+                b = shfl_idx(bw, j)
+                k = base + j
+                if (b >> lane) & 1:
+                    slot = uint32(f + uint32(cuda.popc(b & lt))) & uint32(RING - 1)
+                    e = e0 + 32 * k  # this lane's element
+                    pos = uint32(sb + uint32(slot * w))
+                    stage_row(stage, pos, uint32(e) if narrow else uint64(e), inner, dv, w)
+                f = uint32(f + uint32(cuda.popc(b)))
+                if uint32(f - h) >= uint32(32):
+                    sync_warp()
+                    store_run(stage, sb, h, uint32(32), row, lane, out, out_base, w, lim)
+                    h = uint32(h + uint32(32))
+                    sync_warp()
+            base += 32
+        sync_warp()
+        store_run(stage, sb, h, uint32(f - h), row, lane, out, out_base, w, lim)
+
+    @inline
+    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, sparse):
         """Write this warp's rows from ``row`` on, in element order, from its kept
         masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
         reads word ``base + i`` of the next 32, and one ballot says which of them
@@ -318,14 +420,7 @@ def make_nonzero(V, item, narrow=False, staged=False):
         rows of word ``base + i`` (a lane's first row: the counts of the words
         below it, summed by one ballot per bit), instead of one word at a time; at
         1-5% density, most words hold at most one non-zero, so one step writes
-        the rows of 32 words.
-
-        ``dense`` (a dense tile of a staged kernel, see :func:`make_nonzero`): the
-        lanes write a word's rows into ``stage`` (this warp's ``32 * width`` words
-        of shared memory, from ``sb``), and the warp stores them as one run, lane
-        ``i`` taking words ``i, i + 32, ...``: full 32-byte sectors, where lanes
-        storing their own rows ``width`` words apart fill each sector a column at
-        a time."""
+        the rows of 32 words."""
         out_base, rs, cs, width = ow
         lt = uint32((1 << lane) - 1)
         base = 0
@@ -354,28 +449,16 @@ def make_nonzero(V, item, narrow=False, staged=False):
                 continue
             live = ballot(bw != uint32(0))
             while live != uint32(0):
-                # The first word left: its bit and those below it, then cleared.
-                k = base + cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
+                # The first word left (lane j holds it): its bit and those below it,
+                # then cleared.
+                j = cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
                 live = uint32(live & (live - uint32(1)))
-                b = masks[uint64(m0 + k)]
-                q = cuda.popc(b & lt)
-                nb = cuda.popc(b)
-                if dense:
-                    if (b >> lane) & 1:
-                        write_row(stage, sb + q * width, 1, uint64(e0 + 32 * k), dv, width)
-                    sync_warp()
-                    run = (min(nb, limit - row) if row < limit else 0) * width
-                    pos = out_base + row * width
-                    t = lane
-                    while t < run:
-                        out[pos + t] = stage[sb + t]
-                        t += 32
-                    sync_warp()
-                else:
-                    r = row + q
-                    if (b >> lane) & 1 and r < limit:
-                        write_row(out, out_base + r * rs, cs, uint64(e0 + 32 * k), dv, width)
-                row += nb
+                b = shfl_idx(bw, j)
+                k = base + j
+                r = row + cuda.popc(b & lt)
+                if (b >> lane) & 1 and r < limit:
+                    write_row(out, out_base + r * rs, cs, uint64(e0 + 32 * k), dv, width)
+                row += cuda.popc(b)
             base += 32
 
     def nonzero_tiles(src, mask, p, status, out, count, epoch, tile_base, vec):
@@ -459,25 +542,40 @@ def make_nonzero(V, item, narrow=False, staged=False):
                 count[p[P.count_pos]] = excl + acc
         cuda.syncthreads()
 
-        # 3. Write: staged where the tile is dense (block-uniform).
-        width = p[P.width]
-        dense = staged and warp_rows[32] * STAGE_OF >= seg * nwarps
+        # 3. Write: a staged kernel's tile through its warps' rings, unless it is
+        # sparse (block-uniform).
+        width = staged if staged else p[P.width]  # a staged kernel's width is its own
         sparse = staged and warp_rows[32] * SPARSE_OF <= seg * nwarps
-        write_rows(
-            masks,
-            m0,
-            items,
-            excl + warp_rows[warp],
-            e0,
-            lane,
-            (dshape, dmagic, dshift, ndim),
-            out,
-            (p[P.out_base], p[P.rs], p[P.cs], width),
-            p[P.limit],
-            stage,
-            warp * 32 * width,
-            dense,
-            sparse,
-        )
+        dv = (dshape, dmagic, dshift, ndim)
+        if staged and not sparse:
+            stage_rows(
+                masks,
+                m0,
+                items,
+                excl + warp_rows[warp],
+                e0,
+                lane,
+                dv,
+                out,
+                p[P.out_base],
+                width,
+                p[P.limit],
+                stage,
+                warp * RING * width,
+            )
+        else:
+            write_rows(
+                masks,
+                m0,
+                items,
+                excl + warp_rows[warp],
+                e0,
+                lane,
+                dv,
+                out,
+                (p[P.out_base], p[P.rs], p[P.cs], width),
+                p[P.limit],
+                sparse,
+            )
 
     return nonzero_tiles

@@ -34,7 +34,7 @@ from .device_arrays import (  # noqa: F401
     view_of,
 )
 from .layout import c_strides, divisor, divisor32, extent, slice_geometry
-from .nonzero_kernel import MAX_MASKS, STAGE_WORDS
+from .nonzero_kernel import MAX_MASKS, RING, STAGE_WORDS
 from .params import NONZERO_CUDA, SLICE_CUDA, pack
 from .validation import nonzero_mask, uint_of_size
 from .validation import shares_memory as shares_memory_exact
@@ -371,8 +371,8 @@ def _nonzero_plan(x, width, count, coords, limit):
     """``(src low, span, values, ntiles, threads, mask, count low, out low, out span,
     first, variant, src bits)``: ``values`` the :data:`~dmlnumba.params.NONZERO_CUDA` block's,
     ``first`` the byte offset of element 0 where the input may take 16-byte loads
-    (else None), ``variant`` the kernel's ``(narrow, staged)`` (see
-    :func:`~dmlnumba.nonzero_kernel.make_nonzero`)."""
+    (else None), ``variant`` the kernel's ``(narrow, staged)``, ``staged`` 0 or the
+    width of a staged kernel (see :func:`~dmlnumba.nonzero_kernel.make_nonzero`)."""
     slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
     clo, _, cbase, _ = extent(count.shape, count.strides, count.itemsize)
     if width:
@@ -385,7 +385,7 @@ def _nonzero_plan(x, width, count, coords, limit):
         mask -= 1 << 64
     # The write pass divides positions by the dimensions: in 32 bits where every
     # position fits (config.CUDA_NONZERO_32BIT_BELOW), else in 64.
-    narrow = x.size < min(config.CUDA_NONZERO_32BIT_BELOW, 1 << 32)
+    narrow = x.size < min(config.CUDA_NONZERO_32BIT_BELOW, 1 << 31)
     divs = [(divisor32 if narrow else divisor)(n) for n in x.shape]
     threads = config.CUDA_THREADS
     # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
@@ -418,10 +418,11 @@ def _nonzero_plan(x, width, count, coords, limit):
     cs_ = c_strides(tuple(x.shape))
     vec = all(n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_))
     first = slo + sbase * x.itemsize if vec else None
-    # Dense tiles stage 32-bit coordinates of several columns in contiguous rows.
+    # 32-bit coordinates of several columns in contiguous rows are staged in shared
+    # memory (a ring of RING rows a warp) and stored in whole sectors.
     staged = count.itemsize == 4 and width > 1 and cs == 1 and rs == width
-    staged = staged and threads * width <= STAGE_WORDS
-    variant, bits = (narrow, staged), 8 * x.itemsize
+    staged = staged and threads // 32 * RING * width <= STAGE_WORDS
+    variant, bits = (narrow, width if staged else 0), 8 * x.itemsize
     return slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first, variant, bits
 
 

@@ -70,6 +70,18 @@ if SIM:
         return uint32(r)
 
     @cuda.jit(device=True)
+    def shfl_idx(x, j):
+        """Lane ``j``'s ``x`` (a uint32).  Like :func:`sync_warp`, this stand-in may
+        sit in warp-uniform control flow: it waits on the warp's barrier."""
+        scratch = cuda.shared.array(_SIM_THREADS, np.uint32)
+        tid = cuda.threadIdx.x
+        scratch[tid] = x
+        sync_warp()
+        r = scratch[tid - (tid & 31) + j]
+        sync_warp()
+        return uint32(r)
+
+    @cuda.jit(device=True)
     def warp_sum(x):
         """The sum of ``x`` (an int32-sized count) over the warp, in every lane."""
         scratch = cuda.shared.array(_SIM_THREADS, np.int64)
@@ -141,6 +153,10 @@ else:
     @device
     def shfl_down(x, d):
         return uint32(cuda.shfl_down_sync(FULL, int32(x), d))
+
+    @device
+    def shfl_idx(x, j):
+        return uint32(cuda.shfl_sync(FULL, int32(x), j))
 
     @device
     def warp_sum(x):
