@@ -299,6 +299,14 @@ def make_nonzero(V, item, narrow=False, staged=0):
             out[pos] = e
 
     @inline
+    def next_word(live, bw, base):
+        """The first mask word left of the 32 from ``base`` (``live``: bit j set where
+        word ``base + j`` holds a non-zero; lane j holds that word in ``bw``):
+        ``(live without it, the word, its index)``."""
+        j = cuda.popc(uint32(live ^ (live - uint32(1)))) - 1  # its bit and those below
+        return uint32(live & (live - uint32(1))), shfl_idx(bw, j), base + j
+
+    @inline
     def stage_row(stage, pos, e, inner, dv, width):
         """Write the last ``width`` (at least 2) coordinates of element ``e`` (a
         uint32 position where ``narrow``, else a uint64) at ``stage[pos] ...``, a
@@ -352,14 +360,16 @@ def make_nonzero(V, item, narrow=False, staged=0):
             t = uint32(t + uint32(32))
 
     @inline
-    def stage_rows(masks, m0, items, row, e0, lane, dv, out, out_base, width, limit, stage, sb):
+    def stage_rows(wm, dv, out, out_base, width, limit, stage, sb):
         """The write pass of a staged kernel's tile that is not sparse: the warp
         puts each mask word's rows in its ring of :data:`RING` rows of shared
         memory (``stage`` from ``sb``), each lane its own row's coordinates
         (:func:`stage_row`), and stores the ring 32 rows at a time as one run
         (:func:`store_run`): whole sectors, where lanes storing their own rows
-        ``width`` words apart write each sector a column at a time.  Ring
-        positions count from ``row`` (32 bits: a warp has fewer rows)."""
+        ``width`` words apart write each sector a column at a time.  ``wm``: the
+        warp's masks, as :func:`write_rows` takes them.  Ring positions count
+        from ``row`` (32 bits: a warp has fewer rows)."""
+        masks, m0, items, row, e0, lane = wm
         shape, magic, shift, ndim = dv
         d1 = uint64(ndim - 1)
         d2 = uint64(ndim - 2)
@@ -383,11 +393,7 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 bw = masks[uint64(m0 + base + lane)]
             live = ballot(bw != uint32(0))
             while live != uint32(0):
-                # The first word left (lane j holds it): its bit and those below it.
-                j = cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
-                live = uint32(live & (live - uint32(1)))
-                b = shfl_idx(bw, j)
-                k = base + j
+                live, b, k = next_word(live, bw, base)
                 if (b >> lane) & 1:
                     slot = uint32(f + uint32(cuda.popc(b & lt))) & uint32(RING - 1)
                     e = e0 + 32 * k  # this lane's element
@@ -404,9 +410,10 @@ def make_nonzero(V, item, narrow=False, staged=0):
         store_run(stage, sb, h, uint32(f - h), row, lane, out, out_base, w, lim)
 
     @inline
-    def write_rows(masks, m0, items, row, e0, lane, dv, out, ow, limit, sparse):
+    def write_rows(wm, dv, out, ow, limit, sparse):
         """Write this warp's rows from ``row`` on, in element order, from its kept
-        masks (``masks[m0 + k]``: elements ``e0 - lane + 32 k`` on).  Lane ``i``
+        masks (``wm``: ``(masks, m0, items, row, e0, lane)``, ``masks[m0 + k]`` for
+        ``k < items`` holding elements ``e0 - lane + 32 k`` on).  Lane ``i``
         reads word ``base + i`` of the next 32, and one ballot says which of them
         hold non-zeros: the warp visits those words only (at 1% density, about 3
         in 4 are empty).  A lane with a non-zero computes its coordinates from
@@ -421,6 +428,7 @@ def make_nonzero(V, item, narrow=False, staged=0):
         below it, summed by one ballot per bit), instead of one word at a time; at
         1-5% density, most words hold at most one non-zero, so one step writes
         the rows of 32 words."""
+        masks, m0, items, row, e0, lane = wm
         out_base, rs, cs, width = ow
         lt = uint32((1 << lane) - 1)
         base = 0
@@ -449,12 +457,7 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 continue
             live = ballot(bw != uint32(0))
             while live != uint32(0):
-                # The first word left (lane j holds it): its bit and those below it,
-                # then cleared.
-                j = cuda.popc(uint32(live ^ (live - uint32(1)))) - 1
-                live = uint32(live & (live - uint32(1)))
-                b = shfl_idx(bw, j)
-                k = base + j
+                live, b, k = next_word(live, bw, base)
                 r = row + cuda.popc(b & lt)
                 if (b >> lane) & 1 and r < limit:
                     write_row(out, out_base + r * rs, cs, uint64(e0 + 32 * k), dv, width)
@@ -547,35 +550,11 @@ def make_nonzero(V, item, narrow=False, staged=0):
         width = staged if staged else p[P.width]  # a staged kernel's width is its own
         sparse = staged and warp_rows[32] * SPARSE_OF <= seg * nwarps
         dv = (dshape, dmagic, dshift, ndim)
+        wm = (masks, m0, items, excl + warp_rows[warp], e0, lane)
+        limit = p[P.limit]
         if staged and not sparse:
-            stage_rows(
-                masks,
-                m0,
-                items,
-                excl + warp_rows[warp],
-                e0,
-                lane,
-                dv,
-                out,
-                p[P.out_base],
-                width,
-                p[P.limit],
-                stage,
-                warp * RING * width,
-            )
+            stage_rows(wm, dv, out, p[P.out_base], width, limit, stage, warp * RING * width)
         else:
-            write_rows(
-                masks,
-                m0,
-                items,
-                excl + warp_rows[warp],
-                e0,
-                lane,
-                dv,
-                out,
-                (p[P.out_base], p[P.rs], p[P.cs], width),
-                p[P.limit],
-                sparse,
-            )
+            write_rows(wm, dv, out, (p[P.out_base], p[P.rs], p[P.cs], width), limit, sparse)
 
     return nonzero_tiles
