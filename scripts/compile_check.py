@@ -20,11 +20,15 @@ class _Dev:
 api.get_current_device = _d.get_current_device = lambda: _Dev()
 from dmlnumba import launch  # noqa: E402
 
-for name in ("slice", "nonzero"):
-    for sb in (8, 16, 32, 64):
-        for ob in (0,) if name == "slice" else (32, 64):
-            fn, sig = launch.python_kernel(name, sb), launch.signature(name, sb, ob)
-            ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
-            local = ptx.count("ld.local") + ptx.count("st.local")
-            what = f"{name:8s} src {sb:2d} bits, out {ob:2d} bits"
-            print(f"{what}: ok ({len(ptx)} chars of PTX, {local} local accesses)")
+# (name, source bits, output bits, variant): every bit width of both kernels, and the
+# nonzero kernel's staged variants (32-bit rows of 2, 3 and 8 columns, 32- and 64-bit
+# divisions) for 32-bit elements.
+cases = [("slice", sb, 0, (False, 0)) for sb in (8, 16, 32, 64)]
+cases += [("nonzero", sb, ob, (False, 0)) for sb in (8, 16, 32, 64) for ob in (32, 64)]
+cases += [("nonzero", 32, 32, (narrow, w)) for narrow in (True, False) for w in (2, 3, 8)]
+for name, sb, ob, variant in cases:
+    fn, sig = launch.python_kernel(name, sb, variant), launch.signature(name, sb, ob)
+    ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
+    local = ptx.count("ld.local") + ptx.count("st.local")
+    what = f"{name:8s} src {sb:2d} bits, out {ob:2d} bits, variant {variant}"
+    print(f"{what}: ok ({len(ptx)} chars of PTX, {local} local accesses)")
