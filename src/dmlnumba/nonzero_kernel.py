@@ -44,7 +44,7 @@ from .warp import (
 #: ``(threads // 32) * items`` within this.
 MAX_MASKS = 2048
 #: Rows each warp of a staged kernel holds in shared memory before storing them
-#: (:func:`write_rows`): a ring of twice the 32 rows it stores at a time.
+#: (:func:`stage_rows`): a ring of twice the 32 rows it stores at a time.
 RING = 64
 #: Shared staging words per block of the staged write pass: warps x RING x width.
 #: The host allows staging only where ``(threads // 32) * RING * width`` is within this.
