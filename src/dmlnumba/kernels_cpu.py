@@ -422,6 +422,7 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
     if row == row_end:
         return row
     ob, rs, cs, width = w
+    packed = rs == width and cs == 1
     coords = np.empty(ndim, np.int64)
     buf = np.empty(COMPACT, np.int64)
     head = np.empty(max(width - 1, 1), out.dtype)  # a dense row's outer coordinates
@@ -461,23 +462,23 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
         if e > 0:
             # The arguments one by one: a tuple of them would hold references to the
             # arrays, counted (atomically) for every run.
-            if width == 1:
+            if packed and width == 1:
                 row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, 1
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 1, 1, row, head, 1
                 )
-            elif width == 2:
+            elif packed and width == 2:
                 row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, 2
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 2, 1, row, head, 2
                 )
-            elif width == 3:
+            elif packed and width == 3:
                 row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, 3
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 3, 1, row, head, 3
                 )
-            elif width == 4:
+            elif packed and width == 4:
                 row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, 4
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 4, 1, row, head, 4
                 )
-            else:  # widths 0 and 5 to 8, rarer: one compilation, columns in a loop
+            else:  # any other layout, and widths 0 and 5 to 8: one compilation
                 row = _write_dense(
                     src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, width
                 )
