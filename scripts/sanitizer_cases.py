@@ -48,6 +48,17 @@ for shape in [(77, 30), (3, 4, 5, 6, 7), (2, 3, 2, 3, 2, 3, 2, 5)]:
         c, k = dmlnumba.nonzero_coordinates(to_device(x, "cuda"))
         assert int(to_host(c)[0]) == len(want) and (to_host(k)[: len(want)] == want).all()
         n_ok += 1
+# Rows of one column (the width-1 kernel, 32 mask words at a time): 1-d inputs at
+# every density, a max_count that cuts the rows, and rows two items apart.
+for density in (0.0, 0.03, 0.5, 1.0):
+    x = fill(rng, "float32", 5000, density)
+    want = np.argwhere(x)
+    c, k = dmlnumba.nonzero_coordinates(to_device(x, "cuda"))
+    assert int(to_host(c)[0]) == len(want) and (to_host(k)[: len(want)] == want).all()
+    m = len(want) // 2
+    c, k = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), max_count=m)
+    assert int(to_host(c)[0]) == len(want) and (to_host(k) == want[:m]).all()
+    n_ok += 2
 # Outputs that overlap the input: computed into new arrays, then copied.
 from devices import device_view  # noqa: E402
 

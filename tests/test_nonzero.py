@@ -343,7 +343,9 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
     in a ring of shared memory (dense ones, whose rows fill it in a word or two, and
     middling ones) and sparse tiles (at most 1 in 16) written 32 words at once, in
     one call, with words of several non-zeros among the sparse ones; a caller's rows
-    with strided columns take the unstaged write."""
+    with strided columns take the unstaged write.  Rows of one column with 32-bit
+    positions take the width-1 kernel (expanded 32 words at a time), also into a
+    caller's rows two items apart."""
     from dmlnumba import config, launch
 
     monkeypatch.setattr(config, "CUDA_NONZERO_32BIT_BELOW", below)
@@ -369,16 +371,18 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
         count, coords = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), dtype=dtype)
         _assert_matches_argwhere(x, count, coords)
         staged = dtype == np.uint32 and x.ndim > 1  # a kernel of the width's own
-        assert variants == [(below > 0, x.ndim if staged else 0)]
-        if x.ndim > 1:  # a caller's rows, their columns two items apart: unstaged
-            buf = np.zeros((x.size, 2 * x.ndim), dtype)
-            out = device_view(to_device(buf, "cuda"), lambda a: a[:, ::2], buf)
-            variants.clear()
-            count, coords = dmlnumba.nonzero_coordinates(
-                to_device(x, "cuda"), dtype=dtype, out_coordinates=out
-            )
-            _assert_matches_argwhere(x, count, coords)
-            assert variants == [(below > 0, 0)]
+        one = 1 if below > 0 and x.ndim == 1 else 0  # the width-1 kernel
+        assert variants == [(below > 0, x.ndim if staged else one)]
+        # A caller's rows, their columns two items apart: unstaged where there are
+        # several columns; one column (rows two items apart) keeps its kernel.
+        buf = np.zeros((x.size, 2 * x.ndim), dtype)
+        out = device_view(to_device(buf, "cuda"), lambda a: a[:, ::2], buf)
+        variants.clear()
+        count, coords = dmlnumba.nonzero_coordinates(
+            to_device(x, "cuda"), dtype=dtype, out_coordinates=out
+        )
+        _assert_matches_argwhere(x, count, coords)
+        assert variants == [(below > 0, one)]
 
 
 @pytest.mark.parametrize("device", DEVICES)

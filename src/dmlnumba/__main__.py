@@ -47,9 +47,10 @@ def _bar(done, total, label, stream):
 def compile_all(device=None, stream=sys.stderr):
     """Compile (or load from numba's cache) every kernel a call on ``device`` can use:
     each bit width of both operators, for small inputs (one thread) and large ones
-    (all threads), both coordinate widths of nonzero, and 32-bit coordinates of
-    several columns (CUDA's staged write pass, a kernel for each of 2 to 8 columns).
-    Returns the seconds taken."""
+    (all threads), and nonzero's coordinates of each dtype in rows of one column
+    (CUDA: the width-1 kernel) and of two (CUDA: the unstaged kernel; 32-bit rows
+    take the staged write pass, a kernel for each of 2 to 8 columns).  Returns the
+    seconds taken."""
     import logging
 
     from . import config
@@ -74,10 +75,12 @@ def _compile_steps(device, stream, config):
             dmlnumba.slice1(x, (0,), (n,), (-1,), device=device)
         else:
             dmlnumba.nonzero_coordinates(x, dtype=c, device=device)
-            if c == "uint32":  # rows of several columns: on CUDA, a staged kernel a width
-                for w in range(2, 9) if str(device).startswith("cuda") else (2,):
-                    y = x.reshape((1,) * (w - 2) + (-1, 2))
-                    dmlnumba.nonzero_coordinates(y, dtype=c, device=device)
+            # Rows of several columns: on CUDA, 32-bit ones take a staged kernel a
+            # width, wider ones the unstaged kernel.
+            cuda_rows = c == "uint32" and str(device).startswith("cuda")
+            for w in range(2, 9) if cuda_rows else (2,):
+                y = x.reshape((1,) * (w - 2) + (-1, 2))
+                dmlnumba.nonzero_coordinates(y, dtype=c, device=device)
     took = time.perf_counter() - t0
     _bar(len(steps), len(steps), f"done in {took:.1f} s", stream)
     if stream.isatty():

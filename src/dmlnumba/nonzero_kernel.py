@@ -49,6 +49,10 @@ RING = 64
 #: Shared staging words per block of the staged write pass: warps x RING x width.
 #: The host allows staging only where ``(threads // 32) * RING * width`` is within this.
 STAGE_WORDS = 4096
+#: Shared words per block of the width-1 write pass (:func:`expand_rows`): warps x
+#: 1024, the rows of 32 full mask words.  The host takes that pass only where
+#: ``(threads // 32) * 1024`` is within this.
+EXPAND_WORDS = 8192
 #: A staged kernel's tile whose elements are at most 1 / SPARSE_OF non-zero writes
 #: 32 mask words at once, one a lane (the lanes' rows follow each other), instead of
 #: word by word with all lanes on one word's rows.
@@ -68,7 +72,9 @@ def make_nonzero(V, item, narrow=False, staged=0):
     (row stride the width, column stride 1), compiled in: tiles that are not sparse
     stage their rows in shared memory (:func:`stage_rows`), and every loop over the
     columns unrolls (8-22% faster than the width read at run time on (65536, 64, 64)
-    and (64, 64, 256, 256) at 2**28, docs/PERFORMANCE.md)."""
+    and (64, 64, 256, 256) at 2**28, docs/PERFORMANCE.md).  1, with ``narrow``:
+    rows of one column (any row stride and output width), written 32 mask words at
+    a time through shared memory (:func:`expand_rows`)."""
     W = 32 // V  # lanes whose elements make up one 32-element mask word
     BITS = 128 // V  # bits an element
     HALF = max(V // 2, 1)  # elements in 8 bytes
@@ -410,6 +416,52 @@ def make_nonzero(V, item, narrow=False, staged=0):
         store_run(stage, sb, h, uint32(f - h), row, lane, out, out_base, w, lim)
 
     @inline
+    def expand_rows(wm, out, out_base, rs, limit, stage, sb):
+        """The write pass of rows of one column (the width-1 kernel, positions
+        below 2**31): 32 mask words at a time, lane ``i`` expands the positions of
+        word ``base + i``'s non-zeros into the warp's part of ``stage`` (from
+        ``sb``, 1024 words: 32 full words' rows) at its first row, the counts of
+        the words below it (summed by one ballot per bit of a count, as
+        :func:`write_rows`'s sparse tiles do); then the warp stores those rows in
+        order, lane ``i`` taking rows ``i, i + 32, ...``: coalesced stores.  A
+        word costs a few instructions a non-zero instead of :func:`write_rows`'s
+        30 or so a word (docs/PERFORMANCE.md).  Rows at and past ``limit`` are
+        not stored.  ``wm`` as :func:`write_rows` takes it."""
+        masks, m0, items, row, e0, lane = wm
+        lt = uint32((1 << lane) - 1)
+        urs = uint64(rs)
+        base = 0
+        while base < items:
+            bw = uint32(0)
+            if base + lane < items:
+                bw = masks[uint64(m0 + base + lane)]
+            c = cuda.popc(bw)
+            r = uint32(0)  # this lane's first row in the group
+            n = uint32(0)  # the group's rows
+            for t in range(6):
+                bt = ballot((c >> t) & 1 != 0)
+                r = uint32(r + uint32(cuda.popc(bt & lt) << t))
+                n = uint32(n + uint32(cuda.popc(bt) << t))
+            ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
+            q = uint32(sb + r)
+            while bw != uint32(0):
+                j = uint32(cuda.popc(uint32(bw ^ (bw - uint32(1)))) - 1)
+                bw = uint32(bw & (bw - uint32(1)))
+                stage[q] = uint32(ew + j)
+                q = uint32(q + uint32(1))
+            sync_warp()
+            left = limit - row  # rows the limit still allows
+            m = n if left >= n else (uint32(left) if left > 0 else uint32(0))
+            dst = uint64(out_base + row * rs)
+            t = uint32(lane)
+            while t < m:
+                out[dst + uint64(t) * urs] = stage[uint32(sb + t)]
+                t = uint32(t + uint32(32))
+            sync_warp()
+            row += n
+            base += 32
+
+    @inline
     def write_rows(wm, dv, out, ow, limit, sparse):
         """Write this warp's rows from ``row`` on, in element order, from its kept
         masks (``wm``: ``(masks, m0, items, row, e0, lane)``, ``masks[m0 + k]`` for
@@ -480,7 +532,9 @@ def make_nonzero(V, item, narrow=False, staged=0):
         warp_rows = cuda.shared.array(33, int64)
         tile_info = cuda.shared.array(1, int64)
         masks = cuda.shared.array(MAX_MASKS, uint32)
-        stage = cuda.shared.array(STAGE_WORDS if staged else 1, uint32)
+        stage = cuda.shared.array(
+            EXPAND_WORDS if staged == 1 else (STAGE_WORDS if staged else 1), uint32
+        )
         coords = cuda.local.array(MAXD, int64)  # the odometer
         tid = cuda.threadIdx.x
         lane = tid & 31
@@ -545,14 +599,17 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 count[p[P.count_pos]] = excl + acc
         cuda.syncthreads()
 
-        # 3. Write: a staged kernel's tile through its warps' rings, unless it is
-        # sparse (block-uniform).
+        # 3. Write: a width-1 kernel's rows 32 words at a time through shared memory;
+        # a staged kernel's tile through its warps' rings, unless it is sparse
+        # (block-uniform).
         width = staged if staged else p[P.width]  # a staged kernel's width is its own
-        sparse = staged and warp_rows[32] * SPARSE_OF <= seg * nwarps
+        sparse = staged > 1 and warp_rows[32] * SPARSE_OF <= seg * nwarps
         dv = (dshape, dmagic, dshift, ndim)
         wm = (masks, m0, items, excl + warp_rows[warp], e0, lane)
         limit = p[P.limit]
-        if staged and not sparse:
+        if staged == 1:
+            expand_rows(wm, out, p[P.out_base], p[P.rs], limit, stage, warp * 1024)
+        elif staged and not sparse:
             stage_rows(wm, dv, out, p[P.out_base], width, limit, stage, warp * RING * width)
         else:
             write_rows(wm, dv, out, (p[P.out_base], p[P.rs], p[P.cs], width), limit, sparse)
