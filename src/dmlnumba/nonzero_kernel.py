@@ -49,10 +49,12 @@ RING = 64
 #: Shared staging words per block of the staged write pass: warps x RING x width.
 #: The host allows staging only where ``(threads // 32) * RING * width`` is within this.
 STAGE_WORDS = 4096
-#: Shared words per block of the width-1 write pass (:func:`expand_rows`): warps x
-#: 1024, the rows of 32 full mask words.  The host takes that pass only where
-#: ``(threads // 32) * 1024`` is within this.
-EXPAND_WORDS = 8192
+#: Shared words a warp of the width-1 write pass (:func:`expand_rows`) holds: the
+#: rows of 32 full mask words, and a word of padding after every 32.
+EXPAND_WARP = 1024 + 32
+#: Shared words per block of the width-1 write pass: warps x EXPAND_WARP.  The host
+#: takes that pass only where ``(threads // 32) * EXPAND_WARP`` is within this.
+EXPAND_WORDS = 8 * EXPAND_WARP
 #: A staged kernel's tile whose elements are at most 1 / SPARSE_OF non-zero writes
 #: 32 mask words at once, one a lane (the lanes' rows follow each other), instead of
 #: word by word with all lanes on one word's rows.
@@ -425,8 +427,10 @@ def make_nonzero(V, item, narrow=False, staged=0):
         :func:`write_rows`'s sparse tiles do); then the warp stores those rows in
         order, lane ``i`` taking rows ``i, i + 32, ...``: coalesced stores.  A
         word costs a few instructions a non-zero instead of :func:`write_rows`'s
-        30 or so a word (docs/PERFORMANCE.md).  Rows at and past ``limit`` are
-        not stored.  ``wm`` as :func:`write_rows` takes it."""
+        30 or so a word (docs/PERFORMANCE.md).  Row ``t`` sits at ``t + t // 32``:
+        lanes whose first rows are 32 apart (full words) write different banks.
+        Rows at and past ``limit`` are not stored.  ``wm`` as :func:`write_rows`
+        takes it."""
         masks, m0, items, row, e0, lane = wm
         lt = uint32((1 << lane) - 1)
         urs = uint64(rs)
@@ -443,19 +447,18 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 r = uint32(r + uint32(cuda.popc(bt & lt) << t))
                 n = uint32(n + uint32(cuda.popc(bt) << t))
             ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
-            q = uint32(sb + r)
             while bw != uint32(0):
                 j = uint32(cuda.popc(uint32(bw ^ (bw - uint32(1)))) - 1)
                 bw = uint32(bw & (bw - uint32(1)))
-                stage[q] = uint32(ew + j)
-                q = uint32(q + uint32(1))
+                stage[uint32(sb + r + (r >> uint32(5)))] = uint32(ew + j)
+                r = uint32(r + uint32(1))
             sync_warp()
             left = limit - row  # rows the limit still allows
             m = n if left >= n else (uint32(left) if left > 0 else uint32(0))
             dst = uint64(out_base + row * rs)
             t = uint32(lane)
             while t < m:
-                out[dst + uint64(t) * urs] = stage[uint32(sb + t)]
+                out[dst + uint64(t) * urs] = stage[uint32(sb + t + (t >> uint32(5)))]
                 t = uint32(t + uint32(32))
             sync_warp()
             row += n
@@ -608,7 +611,7 @@ def make_nonzero(V, item, narrow=False, staged=0):
         wm = (masks, m0, items, excl + warp_rows[warp], e0, lane)
         limit = p[P.limit]
         if staged == 1:
-            expand_rows(wm, out, p[P.out_base], p[P.rs], limit, stage, warp * 1024)
+            expand_rows(wm, out, p[P.out_base], p[P.rs], limit, stage, warp * EXPAND_WARP)
         elif staged and not sparse:
             stage_rows(wm, dv, out, p[P.out_base], width, limit, stage, warp * RING * width)
         else:

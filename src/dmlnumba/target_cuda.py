@@ -34,7 +34,7 @@ from .device_arrays import (  # noqa: F401
     view_of,
 )
 from .layout import c_strides, divisor, divisor32, extent, slice_geometry
-from .nonzero_kernel import EXPAND_WORDS, MAX_MASKS, RING, STAGE_WORDS
+from .nonzero_kernel import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, RING, STAGE_WORDS
 from .params import NONZERO_CUDA, SLICE_CUDA, pack
 from .validation import nonzero_mask, uint_of_size
 from .validation import shares_memory as shares_memory_exact
@@ -424,7 +424,7 @@ def _nonzero_plan(x, width, count, coords, limit):
     staged = staged and threads // 32 * RING * width <= STAGE_WORDS
     # Rows of one column (positions in 32 bits) are expanded 32 mask words at a time
     # in shared memory and stored coalesced: the width-1 kernel.
-    expand = narrow and width == 1 and threads // 32 * 1024 <= EXPAND_WORDS
+    expand = narrow and width == 1 and threads // 32 * EXPAND_WARP <= EXPAND_WORDS
     variant = (narrow, width if staged else (1 if expand else 0))
     bits = 8 * x.itemsize
     return slo, sspan, values, ntiles, threads, mask, clo, olo, ospan, first, variant, bits
