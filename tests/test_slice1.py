@@ -181,6 +181,43 @@ def test_contiguous_rows_copied_as_words(device, dtype, shift, monkeypatch):
         assert [p[:2] for p in paths] == [("slice", 64 if shift == 0 else bits)]
 
 
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+@pytest.mark.parametrize("below", [1 << 30, 0])
+def test_cuda_slice_kernel_variants(below, monkeypatch):
+    """The CUDA slice kernel keeps positions in 32 bits where every position (and
+    tile) is below CUDA_SLICE_32BIT_BELOW, else in 64; both copy every window the
+    same: reversed and strided dimensions, element copies, a tile count that wraps
+    the next-to-last dimension, into a strided output.  The 8-byte word copy keeps
+    64-bit positions."""
+    from dmlnumba import config, launch
+
+    monkeypatch.setattr(config, "CUDA_SLICE_32BIT_BELOW", below)
+    monkeypatch.setattr(config, "CUDA_SLICE_ROWS", 3)
+    variants = []
+    real = launch.kernel
+
+    def kernel(name, src_bits, out_bits=0, variant=(False, 0)):
+        variants.append((name, src_bits, variant))
+        return real(name, src_bits, out_bits, variant)
+
+    monkeypatch.setattr(launch, "kernel", kernel)
+    x = (np.arange(3 * 7 * 5 * 40) % 251).astype(np.float32).reshape(3, 7, 5, 40)
+    for idx, nbits in [
+        (np.s_[:, ::-1, 1::2, 3:37:3], 32),
+        (np.s_[::-1, 2:, :, ::-1], 32),
+        (np.s_[1:, ::2, :, 4:36], 64),  # contiguous rows of 32 elements: 8-byte words
+    ]:
+        want = np.ascontiguousarray(x[idx])
+        variants.clear()
+        got = dmlnumba.slice1(to_device(x, "cuda"), *dmlnumba.window(x.shape, idx), device="cuda")
+        np.testing.assert_array_equal(to_host(got), want)
+        assert variants[-1] == ("slice", nbits, (below > 0 and nbits < 64, 0))
+        buf = np.zeros(want.shape + (2,), np.float32)  # into every other element
+        out = device_view(to_device(buf, "cuda"), lambda a: a[..., 0], buf)
+        dmlnumba.slice1(to_device(x, "cuda"), *dmlnumba.window(x.shape, idx), out=out)
+        np.testing.assert_array_equal(to_host(out), want)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
 @pytest.mark.parametrize("step", [1, 2, 3, 4, -1, -3, 5, 17, -70])

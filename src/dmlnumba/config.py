@@ -69,6 +69,18 @@ CUDA_SLICE_ROWS = 8
 #: than this.
 CUDA_SLICE_TILES = 4096
 
+#: CUDA slice1: copies of items up to 4 bytes whose every position (of the input's
+#: and the output's span, in the copy's items) and tile count are below this take
+#: the kernel that keeps positions in 32 bits, capped at CUDA_SLICE_32BIT_REGISTERS;
+#: larger ones, and 8-byte items, the 64-bit one.  Tests set it to 0 to run the
+#: 64-bit kernel on small copies.
+CUDA_SLICE_32BIT_BELOW = 1 << 30
+
+#: CUDA slice1: register cap per thread of the 32-bit kernel (0: the compiler's
+#: choice, 90 on sm_90).  80 leaves three blocks of 256 threads an SM, where the
+#: 64-bit kernel (118 registers) fits two (docs/PERFORMANCE.md).
+CUDA_SLICE_32BIT_REGISTERS = 80
+
 #: The measurements behind the CUDA settings are in docs/PERFORMANCE.md ("Settings").
 
 
@@ -88,6 +100,8 @@ _RANGES = {
     "CUDA_SLICE_ITEMS": (1, 64, 1),
     "CUDA_SLICE_ROWS": (1, 1 << 16, 1),
     "CUDA_SLICE_TILES": (1, 1 << 24, 1),
+    "CUDA_SLICE_32BIT_BELOW": (0, 1 << 31, 1),
+    "CUDA_SLICE_32BIT_REGISTERS": (0, 255, 1),
 }
 
 #: What was wrong with the environment's settings (None: nothing); every call

@@ -41,10 +41,10 @@ _first_use = threading.Lock()
 
 def python_kernel(name, src_bits, variant=(False, 0)):
     """The kernel's Python function for ``src_bits``-bit elements (``variant``: the
-    nonzero kernel's ``(narrow, staged)``, ``staged`` 0 or a width; see
-    :func:`make_nonzero`)."""
+    nonzero kernel's ``(narrow, staged)``, ``staged`` 0 or a width, see
+    :func:`make_nonzero`; the slice kernel's ``(narrow, 0)``, see :func:`make_slice`)."""
     if name == "slice":
-        return make_slice(_UINT[src_bits])
+        return make_slice(_UINT[src_bits], variant[0])
     return make_nonzero(128 // src_bits, _UINT[src_bits], *variant)
 
 
@@ -63,7 +63,10 @@ def signature(name, src_bits, out_bits=0):
 def kernel(name, src_bits, out_bits=0, variant=(False, 0)):
     """The compiled kernel for these bit widths, built on first use (a launch's hot
     path: a cache lookup)."""
-    regs = config.CUDA_NONZERO_MAX_REGISTERS if name == "nonzero" else 0
+    if name == "nonzero":
+        regs = config.CUDA_NONZERO_MAX_REGISTERS
+    else:
+        regs = config.CUDA_SLICE_32BIT_REGISTERS if variant[0] else 0
     key = (name, src_bits, out_bits, regs, variant)
     k = _kernels.get(key)
     if k is None:

@@ -11,7 +11,7 @@ many are in flight whatever the rows' length (one body; ``LOADS`` is a
 compile-time constant, so the loops unroll into registers).
 """
 
-from numba import cuda, int64
+from numba import cuda, int32, int64
 
 from .indexmath_gpu import row_start
 from .params import MAXD
@@ -21,20 +21,22 @@ from .params import SLICE_CUDA as P
 LOADS = 8
 
 
-def make_slice(item):
+def make_slice(item, narrow=False):
     """The slice kernel for elements of numba type ``item`` (an unsigned integer
     type of the element's width): ``(src, dst, p)``, ``p`` a :data:`SLICE_CUDA`
-    block."""
+    block.  ``narrow``: every element position of both arrays is below 2**31, and
+    the positions a thread keeps in flight are 32-bit."""
+    I = int32 if narrow else int64  # noqa: E741
 
     def slice_copy(src, dst, p):
-        src_base = p[P.src_base]
-        dst_base = p[P.dst_base]
+        src_base = I(p[P.src_base])
+        dst_base = I(p[P.dst_base])
         ndim = p[P.ndim]
-        seg = p[P.seg]
-        nseg = p[P.nseg]
-        rows = p[P.rows]
-        nrows = p[P.nrows]
-        ntiles = p[P.ntiles]
+        seg = I(p[P.seg])
+        nseg = I(p[P.nseg])
+        rows = I(p[P.rows])
+        nrows = I(p[P.nrows])
+        ntiles = I(p[P.ntiles])
         # The layout, one copy per block in shared memory, and no coordinates array:
         # numba zero-fills every cuda.local.array at kernel entry, which cost each
         # thread 256 bytes of local-memory stores (docs/PERFORMANCE.md).
@@ -48,28 +50,29 @@ def make_slice(item):
             dstr[t] = p[P.dst_strides + t]
         cuda.syncthreads()
         v = cuda.local.array(LOADS, item)
-        sa = cuda.local.array(LOADS, int64)
-        da = cuda.local.array(LOADS, int64)
+        sa = cuda.local.array(LOADS, I)
+        da = cuda.local.array(LOADS, I)
         last = ndim - 1
-        inner = shape[last]
-        ss = sst[last]
-        ds = dstr[last]
+        inner = I(shape[last])
+        ss = I(sst[last])
+        ds = I(dstr[last])
         # One row on in the next-to-last dimension, and that dimension's size.
-        s_outer = sst[last - 1] if last > 0 else 0
-        d_outer = dstr[last - 1] if last > 0 else 0
-        n_outer = shape[last - 1] if last > 0 else 1
-        bx = cuda.blockDim.x
-        tile = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
-        step = cuda.gridDim.x * cuda.blockDim.y
+        s_outer = I(sst[last - 1] if last > 0 else 0)
+        d_outer = I(dstr[last - 1] if last > 0 else 0)
+        n_outer = I(shape[last - 1] if last > 0 else 1)
+        bx = I(cuda.blockDim.x)
+        tile = I(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
+        step = I(cuda.gridDim.x * cuda.blockDim.y)
         while tile < ntiles:
-            group = tile // nseg
-            j0 = (tile - group * nseg) * seg + cuda.threadIdx.x
-            end = min((tile - group * nseg) * seg + seg, inner)
-            r = group * nrows
-            r_end = min(r + nrows, rows) if j0 < end else r  # else: no element of the row
+            group = I(tile // nseg)
+            j0 = I((tile - group * nseg) * seg + cuda.threadIdx.x)
+            end = I(min((tile - group * nseg) * seg + seg, inner))
+            r = I(group * nrows)
+            r_end = I(min(r + nrows, rows) if j0 < end else r)  # else: no element of the row
             s, d, c = row_start(r, shape, last, sst, dstr)
-            s += src_base
-            d += dst_base
+            s = I(s + src_base)
+            d = I(d + dst_base)
+            c = I(c)
             j = j0
             while r < r_end:
                 # The next LOADS elements of this thread, along its row segment and on
@@ -83,17 +86,17 @@ def make_slice(item):
                 wrapped = False
                 for u in range(LOADS):
                     if r < r_end and not wrapped:
-                        sa[u] = s + j * ss
-                        da[u] = d + j * ds
+                        sa[u] = I(s + j * ss)
+                        da[u] = I(d + j * ds)
                         n = u + 1
-                        j += bx
+                        j = I(j + bx)
                         if j >= end:  # the next row
                             j = j0
-                            r += 1
+                            r = I(r + 1)
                             if c + 1 < n_outer:  # the usual step: no division
-                                c += 1
-                                s += s_outer
-                                d += d_outer
+                                c = I(c + 1)
+                                s = I(s + s_outer)
+                                d = I(d + d_outer)
                             else:
                                 wrapped = True
                 for u in range(LOADS):
@@ -104,8 +107,9 @@ def make_slice(item):
                         dst[da[u]] = v[u]
                 if wrapped:
                     s, d, c = row_start(r, shape, last, sst, dstr)
-                    s += src_base
-                    d += dst_base
-            tile += step
+                    s = I(s + src_base)
+                    d = I(d + dst_base)
+                    c = I(c)
+            tile = I(tile + step)
 
     return slice_copy

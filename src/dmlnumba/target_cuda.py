@@ -248,9 +248,10 @@ _plans = Bounded()
 
 def _slice_plan(x, starts, steps, out):
     """The launch of a slice1 of this layout: ``(src low, src span, dst low, dst span,
-    narrow, wide)``, each of the last two ``(bits, grid, block, values)``;
-    ``wide`` (or None) copies 8-byte words where the inner dimension is contiguous
-    in both arrays and every row starts on a multiple of 8 bytes."""
+    narrow, wide)``, each of the last two ``(bits, grid, block, values, pos32)``
+    (``pos32``: the kernel that keeps positions in 32 bits); ``wide`` (or None)
+    copies 8-byte words where the inner dimension is contiguous in both arrays and
+    every row starts on a multiple of 8 bytes."""
     slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
     dlo, dspan, dbase, dstr = extent(out.shape, out.strides, out.itemsize)
     geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
@@ -296,6 +297,13 @@ def _slice_launch(bits, shape, ss, ds, sb, db):
     nrows = max(1, min(config.CUDA_SLICE_ROWS, rows * nseg // config.CUDA_SLICE_TILES))
     ntiles = -(-rows // nrows) * nseg
     blocks = min(-(-ntiles // ty), 1 << 22)
+    # Positions in 32 bits where every one (and a tile's number) is below
+    # CUDA_SLICE_32BIT_BELOW, 2**30, which leaves room for a thread's next position
+    # and a tile's next: fewer registers, more threads an SM.  Not for 8-byte items
+    # (the word copy of contiguous rows), which spill under that kernel's register
+    # cap and ran 2.5% slower (docs/PERFORMANCE.md).
+    top = max(sb + _span(shape, ss), db + _span(shape, ds), ntiles)
+    pos32 = bits < 64 and top < config.CUDA_SLICE_32BIT_BELOW
     values = (
         ("shape", shape),
         ("src_strides", ss),
@@ -309,7 +317,12 @@ def _slice_launch(bits, shape, ss, ds, sb, db):
         ("nrows", nrows),
         ("ntiles", ntiles),
     )
-    return (bits, blocks, (tx, ty), values)
+    return (bits, blocks, (tx, ty), values, pos32)
+
+
+def _span(shape, strides):
+    """One past the largest distance, in items, between two elements of a layout."""
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
 
 
 def slice1(x, starts, steps, out, stream, fresh=False):
@@ -334,6 +347,7 @@ def slice1(x, starts, steps, out, stream, fresh=False):
             config.CUDA_SLICE_ITEMS,
             config.CUDA_SLICE_ROWS,
             config.CUDA_SLICE_TILES,
+            config.CUDA_SLICE_32BIT_BELOW,
         )
         slo, sspan, dlo, dspan, narrow, wide = _plans.get_or_make(
             key, lambda: _slice_plan(x, starts, steps, out)
@@ -359,9 +373,9 @@ def _slice_state(s, where, plan):
     copies = []
     for spec in plan[4:6]:
         if spec is not None:
-            bits, blocks, block, values = spec
+            bits, blocks, block, values, pos32 = spec
             keep, g = _geometry(SLICE_CUDA, values, s, where)
-            k = launch.kernel("slice", bits)
+            k = launch.kernel("slice", bits, 0, (pos32, 0))
             spec = (bits, keep, g, launch.launcher(k, blocks, block, s, where[0]))
         copies.append(spec)
     return copies[0], copies[1]
