@@ -21,9 +21,9 @@ api.get_current_device = _d.get_current_device = lambda: _Dev()
 from dmlnumba import launch  # noqa: E402
 
 # (name, source bits, output bits, variant): every bit width of both kernels (the slice
-# kernel with 64- and 32-bit positions), and the
-# nonzero kernel's staged variants (32-bit rows of 2, 3 and 8 columns, 32- and 64-bit
-# divisions) and width-1 variant (32-bit positions, both output widths) for 32-bit elements.
+# kernel with 64- and 32-bit positions), and the nonzero kernel's staged variants (32-bit
+# rows of 2, 3 and 8 columns, 32- and 64-bit divisions) and width-1 variant (32-bit
+# positions, both output widths) for 32-bit elements.
 cases = [("slice", sb, 0, (False, 0)) for sb in (8, 16, 32, 64)]
 cases += [("slice", sb, 0, (True, 0)) for sb in (8, 16, 32)]
 cases += [("nonzero", sb, ob, (False, 0)) for sb in (8, 16, 32, 64) for ob in (32, 64)]

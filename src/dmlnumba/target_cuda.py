@@ -302,7 +302,7 @@ def _slice_launch(bits, shape, ss, ds, sb, db):
     # and a tile's next: fewer registers, more threads an SM.  Not for 8-byte items
     # (the word copy of contiguous rows), which spill under that kernel's register
     # cap and ran 2.5% slower (docs/PERFORMANCE.md).
-    top = max(sb + _span(shape, ss), db + _span(shape, ds), ntiles)
+    top = max(sb + extent(shape, ss, 1)[1], db + extent(shape, ds, 1)[1], ntiles)
     pos32 = bits < 64 and top < config.CUDA_SLICE_32BIT_BELOW
     values = (
         ("shape", shape),
@@ -318,11 +318,6 @@ def _slice_launch(bits, shape, ss, ds, sb, db):
         ("ntiles", ntiles),
     )
     return (bits, blocks, (tx, ty), values, pos32)
-
-
-def _span(shape, strides):
-    """One past the largest distance, in items, between two elements of a layout."""
-    return 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
 
 
 def slice1(x, starts, steps, out, stream, fresh=False):
