@@ -312,8 +312,13 @@ def test_bad_environment_values_name_the_variable(value):
 
 
 def test_register_cap_out_of_range_names_the_variable():
-    """The nonzero register cap is checked like every setting (0 to 255)."""
-    for var in ("CUDA_NONZERO_MAX_REGISTERS",):
+    """The register caps (0 to 255) and the slice kernel's 32-bit bound (0 to 2**31)
+    are checked like every setting."""
+    for var, value in [
+        ("CUDA_NONZERO_MAX_REGISTERS", "256"),
+        ("CUDA_SLICE_32BIT_REGISTERS", "256"),
+        ("CUDA_SLICE_32BIT_BELOW", str((1 << 31) + 1)),
+    ]:
         r = _python(
             """
             import numpy as np, dmlnumba
@@ -322,10 +327,10 @@ def test_register_cap_out_of_range_names_the_variable():
             except ValueError as e:
                 print(e)
         """,
-            {f"DMLNUMBA_{var}": "256"},
+            {f"DMLNUMBA_{var}": value},
         )
         assert r.returncode == 0, r.stderr
-        want = f"argwhere(): environment variable DMLNUMBA_{var}='256'"
+        want = f"argwhere(): environment variable DMLNUMBA_{var}='{value}'"
         assert r.stdout.startswith(want), r.stdout
 
 
