@@ -19,6 +19,9 @@ module whose dotted name contains ``numba.cuda``, ``dmlnumba.cuda_arrays`` inclu
 and recurses on it.)
 """
 
+import functools
+import operator
+
 import numpy as np
 from numba import config as _nbconfig
 from numba import cuda
@@ -330,25 +333,36 @@ def call_stream(lib, stream, v):
 
 def library_io(lib, v):
     """For repeated default calls of library ``lib`` (PyTorch or CuPy) on inputs on
-    ``v``'s device: ``(address of an input, the current stream's handle, new array)``.
-    The fast counterpart of :func:`call_stream` and :func:`new_array` with
-    ``stream=None``; CuPy calls reach it only where the current device is the
+    ``v``'s device: ``(address of an input, the current stream's handle, allocator)``,
+    ``allocator(shape, dtype)`` giving a function of no arguments that makes a new
+    C-contiguous array of that shape and dtype.  The fast counterpart of
+    :func:`call_stream` and :func:`new_array` with ``stream=None``: each is a bound
+    built-in (a method, ``functools.partial``, ``operator.attrgetter``), so a call
+    runs no Python frame of its own (0.1-0.3 us each on the H100 hosts,
+    docs/PERFORMANCE.md).  CuPy calls reach it only where the current device is the
     input's (see ``dmlnumba.api._fresh_key``)."""
     if lib == "torch":
         torch = _torch()
         dev = _torch_device(v)
-        current, empty, dtypes = torch_current_stream(torch), torch.empty, _torch_of
-        return (
-            (lambda o: o.data_ptr()),
-            (lambda: current(dev)),
-            # The sizes unpacked: torch.empty parses them faster than a tuple (0.2-2 us
-            # a call on the H100 hosts, docs/PERFORMANCE.md); runner shapes have a dimension.
-            (lambda shape, dt: empty(*shape, dtype=dtypes[dt], device=dev)),
-        )
+        empty, dtypes = torch.empty, _torch_of
+
+        def allocator(shape, dt):
+            # new_empty of a template with no elements (and no memory), which gives the
+            # dtype and device without keywords to parse: 0.1-0.4 us less than
+            # torch.empty(..., dtype=, device=) on the H100 hosts.  The sizes unpacked,
+            # which PyTorch parses faster than a tuple (docs/PERFORMANCE.md).
+            return functools.partial(empty(0, dtype=dtypes[dt], device=dev).new_empty, *shape)
+
+        return torch.Tensor.data_ptr, functools.partial(torch_current_stream(torch), dev), allocator
     import cupy
 
     get = cupy.cuda.get_current_stream
-    return ((lambda o: o.data.ptr), (lambda: get().ptr), cupy.empty)
+    return (
+        operator.attrgetter("data.ptr"),
+        (lambda: get().ptr),
+        # The ndarray constructor, which cupy.empty calls from a Python frame.
+        (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
+    )
 
 
 # ---------------------------------------------------------------------------- new arrays

@@ -116,19 +116,25 @@ def _where(s):
     return (ctx, int(s))
 
 
-_drv = None
-
-
 def _current_context():
-    global _drv
-    if _drv is None:
-        try:
-            from cuda.bindings import driver as _drv
-        except ImportError:  # older bindings: numba's (slower) view of the same
-            _drv = False
-    if _drv:
-        return int(_drv.cuCtxGetCurrent()[1])
-    return cuda.current_context().handle.value
+    """The current context's handle as an int (0 where none is current).  The first
+    call picks the query and puts it in this function's place, so that later calls
+    (one a repeated call) run no checks: ``cuCtxGetCurrent`` through cuda.bindings
+    (0.3 us), or numba's slower view of the same with older bindings."""
+    global _current_context
+    try:
+        from cuda.bindings.driver import cuCtxGetCurrent
+
+        def query():
+            return int(cuCtxGetCurrent()[1])
+
+    except ImportError:
+
+        def query():
+            return cuda.current_context().handle.value
+
+    _current_context = query
+    return query()
 
 
 def _geometry(block, values, s, where):
@@ -487,15 +493,21 @@ def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp, state=None):
     slo, sspan, mask, clo, olo, ospan, first = plan[:2] + plan[5:10]
     if state is None:
         state = _nonzero_state(s, _where(s), plan, count.itemsize)
-    where, keep, g, go = state
-    vec = int(first is not None and (xp + first) & 15 == 0)
+    vec = 0 if first is None or (xp + first) & 15 else 1
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
     cnt_arg = _flat_arg(count, cp + clo, 1)
+    _launch_nonzero(s, state, plan[3], src_arg, mask, out_arg, cnt_arg, vec)
+
+
+def _launch_nonzero(s, state, ntiles, src, mask, out, count, vec):
+    """Launch ``ntiles`` tiles of a nonzero kernel on ``s`` (``state``: its
+    :func:`_nonzero_state`), the tiles reserved in the stream's look-back scratch."""
+    where, keep, g, go = state
     with _lock:
         try:
-            sc, epoch, base = _reserve(plan[3], s, where)
-            go(src_arg, mask, g, *sc.arg, out_arg, cnt_arg, epoch, base, vec)
+            sc, epoch, base = _reserve(ntiles, s, where)
+            go(src, mask, g, *sc.arg, out, count, epoch, base, vec)
         except BaseException:
             # Reserved tiles may never have been taken (a failed launch, an interrupt
             # anywhere from the reservation on): the device's tile counter would then
@@ -561,20 +573,25 @@ def _states(make):
 def nonzero_runner(x, width, dtype, rows, lib):
     """A repeated default nonzero call on inputs of ``x``'s library and layout: new
     outputs from the library's allocator, one launch on its current stream.  None
-    where the call has no kernel to run (empty input, no rows or columns)."""
+    where the call has no kernel to run (empty input, no rows or columns).  The
+    launch arguments are worked out here, without the simulator's flat views
+    (:func:`_fast_ok`: never under the simulator)."""
     if not (_fast_ok(x, lib) and width and rows):
         return None
     ptr_of, handle, alloc = library_io(lib, x)
+    new_count, new_coords = alloc((1,), dtype), alloc((rows, width), dtype)
     x = _layout(x)
     count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
     plan = _nonzero_plan(x, width, count, coords, rows)
-
+    slo, ntiles, mask, clo, olo, first = (plan[i] for i in (0, 3, 5, 6, 7, 9))
     state = _states(lambda s, where: _nonzero_state(s, where, plan, count.itemsize))
 
     def run(obj):
         s, st = state(handle())
-        c, xs = alloc((1,), dtype), alloc((rows, width), dtype)
-        _nonzero_launch_on(s, plan, x, ptr_of(obj), coords, ptr_of(xs), count, ptr_of(c), st)
+        c, xs = new_count(), new_coords()
+        xp = ptr_of(obj)
+        vec = 0 if first is None or (xp + first) & 15 else 1
+        _launch_nonzero(s, st, ntiles, xp + slo, mask, ptr_of(xs) + olo, ptr_of(c) + clo, vec)
         return c, xs
 
     return run
@@ -585,16 +602,19 @@ def slice1_runner(x, starts, steps, out_shape, lib):
     if not _fast_ok(x, lib) or not all(out_shape):
         return None
     ptr_of, handle, alloc = library_io(lib, x)
+    new_out = alloc(tuple(out_shape), x.dtype)
     x = _layout(x)
     out = _new_view(tuple(out_shape), x.dtype)
     plan = _slice_plan(x, starts, steps, out)
-
+    slo, dlo, wide = plan[0], plan[2], plan[5]
     state = _states(lambda s, where: _slice_state(s, where, plan))
 
     def run(obj):
         s, st = state(handle())
-        o = alloc(out.shape, x.dtype)
-        _slice_launch_on(s, plan, x, ptr_of(obj), out, ptr_of(o), st)
+        o = new_out()
+        sp, dp = ptr_of(obj) + slo, ptr_of(o) + dlo
+        bits, keep, g, go = st[1] if wide and not (sp | dp) & 7 else st[0]
+        go(sp, dp, g)
         return o
 
     return run
