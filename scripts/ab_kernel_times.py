@@ -10,8 +10,9 @@ under Nsight Compute (``gpu__time_duration``, caches flushed before each kernel)
 Preallocated float32 calls on CuPy arrays, 1000 elements and 2**20, 2**24, 2**28 elements,
 1-d and (n/4096, 64, 64), at 1 / 50 / 99% non-zero; the packages alternate ``ROUNDS`` times
 (default 2), two calls each, every count checked.  ``FOCUS=1``: the multi-dimensional 2**28
-and 2**24 cases at 50 and 99% only.  The report tells the kernels apart by name (the old
-package's start with ``dmlnumba_old``) and prints medians and new / old."""
+and 2**24 cases at 50 and 99% only; ``SMALL=1``: 1000 and 3000 elements, 1-d and 3-d.  The
+report tells the kernels apart by name (the old package's start with ``dmlnumba_old``) and
+prints medians and new / old."""
 
 import csv
 import os
@@ -51,7 +52,10 @@ def run(old_dir):
     from dmlnumba.bench import gpu_nonzero_case
 
     rounds = int(os.environ.get("ROUNDS", "2"))
-    if os.environ.get("FOCUS"):
+    if os.environ.get("SMALL"):
+        cases = [(1000, (10, 10, 10)), (1000, (1000,)), (3000, (3000,)), (3000, (30, 10, 10))]
+        densities = (0.01, 0.5, 0.99)
+    elif os.environ.get("FOCUS"):
         cases = [(1 << 28, (65536, 64, 64)), (1 << 28, (4194304, 8, 8)), (1 << 24, (4096, 64, 64))]
         densities = (0.5, 0.99)
     else:
@@ -62,7 +66,7 @@ def run(old_dir):
         densities = (0.01, 0.5, 0.99)
     for n, shape in cases:
         for d in densities:
-            if n == 1000:
+            if n < 1 << 20:
                 xt = torch.randn(shape, device="cuda")
                 xt[torch.rand(shape, device="cuda") >= d] = 0
                 xc = cp.asarray(xt)

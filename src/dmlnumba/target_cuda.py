@@ -411,6 +411,9 @@ def _nonzero_plan(x, width, count, coords, limit):
         min(config.CUDA_NONZERO_MIN_ITEMS, items),
         min(items, x.size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4),
     )
+    # An input that fits one tile takes only the steps it fills, in multiples of 4:
+    # 1000 elements 4 steps a warp, not 16 (docs/PERFORMANCE.md).
+    items = min(items, max(4, -(-x.size // (4 * threads)) * 4))
     ntiles = -(-x.size // (threads * items))
     values = (
         ("shape", tuple(x.shape)),
