@@ -227,6 +227,14 @@ def _reader(x):
     laid out like ``x``: for C order and for dense layouts (transposes, reversals),
     the quick way."""
     u = np.dtype(uint_of_size(x.itemsize))
+    if x.flags.c_contiguous and x.ndim == 1:
+
+        def read_1d(x):  # no ravel: 0.07 us of a 1000-element call's 2.5
+            v = x.view(u)
+            v.setflags(False)
+            return v
+
+        return read_1d
     if x.flags.c_contiguous:
 
         def read(x):
