@@ -36,7 +36,8 @@ CUDA_THREADS = 256
 #: (a tile is THREADS * ITEMS elements).
 CUDA_NONZERO_ITEMS = 256
 
-#: CUDA nonzero: at least this many (small inputs: 256 tiles at 2**20).
+#: CUDA nonzero: at least this many (small inputs: 256 tiles at 2**20), except that an
+#: input that fits one tile takes only the steps it fills (in multiples of 4).
 CUDA_NONZERO_MIN_ITEMS = 16
 
 #: CUDA nonzero: about how many tiles (blocks) to cut an input into, where the
