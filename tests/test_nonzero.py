@@ -334,6 +334,38 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
 
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
+    """An input that fits one tile takes only the 32-element steps it fills, in multiples
+    of 4 (1000 elements and 256 threads: 4 steps a warp, not CUDA_NONZERO_MIN_ITEMS'
+    16); an input of more than one tile keeps that floor.  The plan alone, at the
+    default settings (the simulator's run sets smaller ones)."""
+    from dmlnumba import config, target_cuda
+
+    for name, value in [
+        ("CUDA_THREADS", 256),
+        ("CUDA_NONZERO_ITEMS", 256),
+        ("CUDA_NONZERO_MIN_ITEMS", 16),
+        ("CUDA_NONZERO_TILES", 512),
+    ]:
+        monkeypatch.setattr(config, name, value)
+
+    def plan(n):
+        x = target_cuda._new_view((n,), np.dtype(np.float32))
+        count = target_cuda._new_view((1,), np.dtype(np.uint32))
+        coords = target_cuda._new_view((n, 1), np.dtype(np.uint32))
+        values, ntiles = target_cuda._nonzero_plan(x, 1, count, coords, n)[2:4]
+        return dict(values)["items"], ntiles
+
+    threads, floor = 256, 16
+    assert plan(1) == (4, 1)
+    assert plan(1000) == (4, 1)
+    assert plan(4 * threads) == (4, 1)
+    assert plan(4 * threads + 1) == (8, 1)
+    assert plan(floor * threads) == (floor, 1)
+    assert plan(floor * threads + 1) == (floor, 2)
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
 @pytest.mark.parametrize("below", [1 << 31, 0])
 @pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
 def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
