@@ -307,12 +307,31 @@ def make_nonzero(V, item, narrow=False, staged=0):
             out[pos] = e
 
     @inline
+    def lowest_bit(x):
+        """``(the index of the lowest set bit of the non-zero uint32 x, x without
+        it)``: the popcount of that bit and those below it, less one."""
+        return cuda.popc(uint32(x ^ (x - uint32(1)))) - 1, uint32(x & (x - uint32(1)))
+
+    @inline
+    def counts_below(c, lt):
+        """``(the sum of the lanes' counts c below this lane, the sum of all 32)``
+        (``lt``: the mask of the lanes below), counts under 64: one ballot per bit of
+        a count."""
+        below = uint32(0)
+        total = uint32(0)
+        for t in range(6):
+            bt = ballot((c >> t) & 1 != 0)
+            below = uint32(below + uint32(cuda.popc(bt & lt) << t))
+            total = uint32(total + uint32(cuda.popc(bt) << t))
+        return below, total
+
+    @inline
     def next_word(live, bw, base):
         """The first mask word left of the 32 from ``base`` (``live``: bit j set where
         word ``base + j`` holds a non-zero; lane j holds that word in ``bw``):
         ``(live without it, the word, its index)``."""
-        j = cuda.popc(uint32(live ^ (live - uint32(1)))) - 1  # its bit and those below
-        return uint32(live & (live - uint32(1))), shfl_idx(bw, j), base + j
+        j, live = lowest_bit(live)
+        return live, shfl_idx(bw, j), base + j
 
     @inline
     def stage_row(stage, pos, e, inner, dv, width):
@@ -439,18 +458,12 @@ def make_nonzero(V, item, narrow=False, staged=0):
             bw = uint32(0)
             if base + lane < items:
                 bw = masks[uint64(m0 + base + lane)]
-            c = cuda.popc(bw)
-            r = uint32(0)  # this lane's first row in the group
-            n = uint32(0)  # the group's rows
-            for t in range(6):
-                bt = ballot((c >> t) & 1 != 0)
-                r = uint32(r + uint32(cuda.popc(bt & lt) << t))
-                n = uint32(n + uint32(cuda.popc(bt) << t))
+            # This lane's first row in the group, and the group's rows.
+            r, n = counts_below(cuda.popc(bw), lt)
             ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
             while bw != uint32(0):
-                j = uint32(cuda.popc(uint32(bw ^ (bw - uint32(1)))) - 1)
-                bw = uint32(bw & (bw - uint32(1)))
-                stage[uint32(sb + r + (r >> uint32(5)))] = uint32(ew + j)
+                j, bw = lowest_bit(bw)
+                stage[uint32(sb + r + (r >> uint32(5)))] = uint32(ew + uint32(j))
                 r = uint32(r + uint32(1))
             sync_warp()
             left = limit - row  # rows the limit still allows
@@ -495,16 +508,12 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 # A sparse tile: every lane writes its own word's rows, all lanes at
                 # once.  A lane's first row is the sum of the counts below it, one
                 # ballot per bit of the count.
-                c = cuda.popc(bw)
-                r = row
-                for t in range(6):
-                    bt = ballot((c >> t) & 1 != 0)
-                    r += cuda.popc(bt & lt) << t
-                    row += cuda.popc(bt) << t
+                below, n = counts_below(cuda.popc(bw), lt)
+                r = row + below
+                row += n
                 ew = e0 - lane + 32 * (base + lane)  # element 0 of the lane's word
                 while bw != uint32(0):
-                    j = cuda.popc(uint32(bw ^ (bw - uint32(1)))) - 1
-                    bw = uint32(bw & (bw - uint32(1)))
+                    j, bw = lowest_bit(bw)
                     if r < limit:
                         write_row(out, out_base + r * rs, cs, uint64(ew + j), dv, width)
                     r += 1
