@@ -356,15 +356,20 @@ def slice1(x, starts, steps, out, stream, fresh=False):
         _slice_launch_on(s, (slo, sspan, dlo, dspan, narrow, wide), x, x.ptr, out, out.ptr)
 
 
-def _slice_launch_on(s, plan, x, xp, out, op, state=None):
+def _slice_launch_on(s, plan, x, xp, out, op):
     """Launch a planned slice1 from address ``xp`` (of ``x``) to ``op`` (of ``out``) on
-    ``s`` (``state``: its :func:`_slice_state`, where the caller has it)."""
+    ``s``."""
     slo, sspan, dlo, dspan, narrow, wide = plan
     sp, dp = xp + slo, op + dlo
-    if state is None:
-        state = _slice_state(s, _where(s), plan)
-    bits, keep, g, go = state[1] if wide and not (sp | dp) & 7 else state[0]
+    bits, keep, g, go = _slice_copy(_slice_state(s, _where(s), plan), wide, sp, dp)
     go(_flat_arg(x, sp, sspan, bits // 8), _flat_arg(out, dp, dspan, bits // 8), g)
+
+
+def _slice_copy(state, wide, sp, dp):
+    """Of a :func:`_slice_state`, the copy for a source at ``sp`` and a destination at
+    ``dp``: the 8-byte word copy where the plan has one (``wide``) and both start on
+    8 bytes, else the item copy."""
+    return state[1] if wide and not (sp | dp) & 7 else state[0]
 
 
 def _slice_state(s, where, plan):
@@ -489,18 +494,23 @@ def nonzero(x, width, count, coords, stream, limit=None):
         _nonzero_launch_on(s, plan, x, x.ptr, out, out.ptr, count, count.ptr)
 
 
-def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp, state=None):
+def _nonzero_launch_on(s, plan, x, xp, out, op, count, cp):
     """Launch a planned nonzero of ``x`` at address ``xp`` on ``s``, writing ``out``
     (the coordinates, or the count where none are written) at ``op`` and ``count``
-    at ``cp`` (``state``: the launch's :func:`_nonzero_state`, where the caller has it)."""
+    at ``cp``."""
     slo, sspan, mask, clo, olo, ospan, first = plan[:2] + plan[5:10]
-    if state is None:
-        state = _nonzero_state(s, _where(s), plan, count.itemsize)
-    vec = 0 if first is None or (xp + first) & 15 else 1
+    state = _nonzero_state(s, _where(s), plan, count.itemsize)
     src_arg = _flat_arg(x, xp + slo, sspan)
     out_arg = _flat_arg(out, op + olo, ospan)
     cnt_arg = _flat_arg(count, cp + clo, 1)
-    _launch_nonzero(s, state, plan[3], src_arg, mask, out_arg, cnt_arg, vec)
+    _launch_nonzero(s, state, plan[3], src_arg, mask, out_arg, cnt_arg, _vec(first, xp))
+
+
+def _vec(first, xp):
+    """The kernel's ``vec``: 1 where the input at ``xp`` may take 16-byte loads (its
+    plan's ``first``, the byte offset of element 0 where its layout allows them, lands
+    on 16 bytes), else 0."""
+    return 0 if first is None or (xp + first) & 15 else 1
 
 
 def _launch_nonzero(s, state, ntiles, src, mask, out, count, vec):
@@ -593,7 +603,7 @@ def nonzero_runner(x, width, dtype, rows, lib):
         s, st = state(handle())
         c, xs = new_count(), new_coords()
         xp = ptr_of(obj)
-        vec = 0 if first is None or (xp + first) & 15 else 1
+        vec = _vec(first, xp)
         _launch_nonzero(s, st, ntiles, xp + slo, mask, ptr_of(xs) + olo, ptr_of(c) + clo, vec)
         return c, xs
 
@@ -616,7 +626,7 @@ def slice1_runner(x, starts, steps, out_shape, lib):
         s, st = state(handle())
         o = new_out()
         sp, dp = ptr_of(obj) + slo, ptr_of(o) + dlo
-        bits, keep, g, go = st[1] if wide and not (sp | dp) & 7 else st[0]
+        bits, keep, g, go = _slice_copy(st, wide, sp, dp)
         go(sp, dp, g)
         return o
 
