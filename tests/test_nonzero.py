@@ -499,6 +499,80 @@ def test_cpu_dense_runs_every_width_layout_and_limit(data):
     np.testing.assert_array_equal(buf[~mask], before[~mask])
 
 
+@given(data=st.data())
+def test_cpu_one_column_positions_every_density_mix(data):
+    """A C-contiguous input of effective rank 1 (one column) takes the CPU's positions
+    pass: dense from the start (a branchless loop ending on the last non-zero), or
+    sparse (64 elements a mask at a time: empty groups skipped, a few set bits written
+    one by one, denser groups by the branchless loop).  Stretches of their own density
+    put dense groups after sparse ones and the reverse, zero runs at the end, short
+    tail groups; -0.0 is zero, NaN payloads and infinities are not.  Rows at and past
+    the count of a caller's buffer stay as they were."""
+    dtype = np.dtype(data.draw(st.sampled_from(NONZERO_DTYPES)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    # Stretches of their own density, then a run of zeros (-0.0 for floats).
+    parts = data.draw(
+        st.lists(
+            st.tuples(st.integers(1, 300), st.sampled_from([0.0, 0.01, 0.1, 0.3, 0.6, 1.0])),
+            max_size=3,
+        )
+    )
+    parts.append((data.draw(st.integers(0, 70)), 0.0))
+    x = np.concatenate([fill(rng, dtype, k, d) for k, d in parts]).astype(dtype)
+    n = x.size
+    x = x.reshape(data.draw(st.sampled_from([(n,), (1, n), (1, 1, n)])))
+    want = np.flatnonzero(x)
+    count, coords = dmlnumba.nonzero_coordinates(x, 1)
+    assert int(count[0]) == len(want)
+    np.testing.assert_array_equal(coords[: len(want), 0], want)
+    buf = np.full((n + 3, 1), 77, np.uint64)
+    count, coords = dmlnumba.nonzero_coordinates(x, 1, dtype=np.uint64, out_coordinates=buf)
+    assert coords is buf and int(count[0]) == len(want)
+    np.testing.assert_array_equal(buf[: len(want), 0], want)
+    assert (buf[len(want) :] == 77).all()
+
+
+def _pattern(spec):
+    """A float32 1-d input from ``spec``: (length, every k-th element non-zero) pairs
+    (k = 0: zeros, alternately +0.0 and -0.0)."""
+    parts = []
+    for length, k in spec:
+        a = np.zeros(length, np.float32)
+        a[1::2] = -0.0
+        if k:
+            a[::k] = np.float32("nan") if k == 3 else 2.5
+        parts.append(a)
+    return np.concatenate(parts)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        [(64, 0), (40, 1), (20, 0)],  # sparse start, a dense group ending in zeros
+        [(10, 20), (60, 0), (64, 2), (3, 0)],  # sparse start, dense group, short zero tail
+        [(200, 1), (500, 0)],  # dense start, long zero tail
+        [(64, 1), (300, 50), (36, 1)],  # dense start, sparse middle
+        [(63, 0), (1, 1)],
+        [(64, 0), (1, 1)],
+        [(65, 3)],
+        [(128, 0)],
+        [(1000, 100)],
+        [(1000, 3)],
+    ],
+)
+def test_cpu_one_column_positions_patterns(spec):
+    """The CPU positions pass on patterns that each way of it meets (see
+    test_cpu_one_column_positions_every_density_mix); rows past the count stay
+    as they were."""
+    x = _pattern(spec)
+    want = np.flatnonzero(x)
+    buf = np.full((x.size + 2, 1), 77, np.uint32)
+    count, _ = dmlnumba.nonzero_coordinates(x, out_coordinates=buf)
+    assert int(count[0]) == len(want)
+    np.testing.assert_array_equal(buf[: len(want), 0], want)
+    assert (buf[len(want) :] == 77).all()
+
+
 def test_max_count_argument_errors():
     x = np.ones(4, np.float32)
     for bad, exc in [

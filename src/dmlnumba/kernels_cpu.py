@@ -65,10 +65,42 @@ def _prefetch(typingctx, arr, idx):
     return sig, codegen
 
 
+def _bit_count(op):
+    """An intrinsic: llvmlite's ``op`` (``ctpop``, ``cttz`` or ``ctlz``) of a uint64,
+    as an int64 (one instruction where the CPU has it)."""
+
+    @intrinsic
+    def count(typingctx, x):
+        def codegen(context, builder, signature, args):
+            if op == "ctpop":
+                return builder.ctpop(args[0])
+            return getattr(builder, op)(args[0], ir.Constant(ir.IntType(1), 0))
+
+        return types.int64(types.uint64), codegen
+
+    return count
+
+
+#: Set bits, trailing zeros and leading zeros of a uint64 (64 where it is 0).
+_popcount = _bit_count("ctpop")
+_trailing_zeros = _bit_count("cttz")
+_leading_zeros = _bit_count("ctlz")
+
+
 if _nbconfig.DISABLE_JIT:  # plain Python (debugging): an intrinsic cannot be called there
 
     def _prefetch(arr, idx):
         pass
+
+    def _popcount(x):
+        return bin(int(x)).count("1")
+
+    def _trailing_zeros(x):
+        x = int(x)
+        return (x & -x).bit_length() - 1 if x else 64
+
+    def _leading_zeros(x):
+        return 64 - int(x).bit_length()
 
 
 @_inline
@@ -263,15 +295,25 @@ def _count_row(src, p, st, n, mask):
 
 
 @_inline
+def _compact_from(src, up, k0, n, mask, out, c):
+    """Write the positions ``k`` (k0 <= k < k0 + n) of the non-zero elements among
+    ``src[up + k]`` into ``out`` from ``out[c]``, in order, without a branch; return
+    the position after the last one written.  Every element's position is written
+    (a zero's is overwritten by the next non-zero's), so ``out`` needs room for
+    ``n`` from ``c``, and one more where the last element is zero.  ``out`` is
+    indexed unsigned: a signed ``c`` of unknown sign costs each store numba's
+    negative-index fix-up (about 10% of the loop)."""
+    for k in range(k0, k0 + n):
+        out[np.uint64(c)] = k
+        c += is_nonzero(src[up + np.uint64(k)], mask)
+    return c
+
+
+@_inline
 def _compact_contiguous(src, p, n, mask, buf):
     """Write the positions ``k`` (0 <= k < n) of the non-zero elements among
     ``src[p : p + n]`` into ``buf``, in order, without a branch; return how many."""
-    c = 0
-    up = np.uint64(p)
-    for k in range(n):
-        buf[c] = k
-        c += is_nonzero(src[up + np.uint64(k)], mask)
-    return c
+    return _compact_from(src, np.uint64(p), 0, n, mask, buf, 0)
 
 
 @_inline
@@ -564,6 +606,28 @@ def _write_block(
     )
 
 
+#: Elements a sparse pass of :func:`_positions` reads at a time (one 64-bit mask);
+#: a group with at most ``SPARSE_BITS`` non-zeros is written one set bit at a time.
+GROUP = 64
+SPARSE_BITS = 16
+
+
+@_inline
+def _group_bits(src, up, g, n, mask):
+    """A uint64 with bit ``j`` set where element ``g + j`` (of ``n``, read at
+    ``src[up + g + j]``) is non-zero: 64 elements, fewer at the end.  The loop
+    vectorizes (about 0.1 ns an element)."""
+    b = up + np.uint64(g)
+    m = np.uint64(0)
+    if g + GROUP <= n:
+        for j in range(GROUP):
+            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
+    else:
+        for j in range(n - g):
+            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
+    return m
+
+
 @jit
 def _positions(src, p, n, mask, out):
     """Write the positions ``k`` of the non-zero elements among ``src[p : p + n]``
@@ -571,13 +635,38 @@ def _positions(src, p, n, mask, out):
     one-column coordinates of a C-contiguous input of effective rank 1 (every
     dimension but the last of size 1).
 
-    One branchless loop (:func:`_compact_contiguous`) that ends on the last
-    non-zero element: about half the time a 1000-element 1-d input takes through
-    :func:`_write_range` (docs/PERFORMANCE.md)."""
-    e = n
-    while e > 0 and not is_nonzero(src[p + e - 1], mask):
-        e -= 1
-    return _compact_contiguous(src, p, e, mask, out)
+    The first 64 elements choose the way (docs/PERFORMANCE.md):
+    - a quarter or more of them non-zero: one branchless loop
+      (:func:`_compact_from`) that ends on the last non-zero element, about half
+      the time :func:`_write_range` takes for 1000 elements;
+    - fewer: 64 elements at a time, the non-zero ones as a bit mask
+      (:func:`_group_bits`).  A group with none is skipped, one with at most
+      ``SPARSE_BITS`` is written one set bit at a time, a denser one by the
+      branchless loop up to its last set bit.  1000 elements at 1% take about
+      0.1 us instead of 0.45.
+    """
+    up = np.uint64(p)
+    h = min(GROUP, n)
+    d = 0
+    for j in range(h):
+        d += is_nonzero(src[up + np.uint64(j)], mask)
+    if d * DENSE_OF >= h:
+        e = n
+        while e > 0 and not is_nonzero(src[up + np.uint64(e - 1)], mask):
+            e -= 1
+        return _compact_from(src, up, 0, e, mask, out, 0)
+    c = 0
+    one = np.uint64(1)
+    for g in range(0, n, GROUP):
+        m = _group_bits(src, up, g, n, mask)
+        if _popcount(m) <= SPARSE_BITS:
+            while m:
+                out[np.uint64(c)] = g + _trailing_zeros(m)
+                c += 1
+                m &= m - one
+        else:
+            c = _compact_from(src, up, g, GROUP - _leading_zeros(m), mask, out, c)
+    return c
 
 
 @_inline
