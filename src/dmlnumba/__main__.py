@@ -44,13 +44,19 @@ def _bar(done, total, label, stream):
     stream.flush()
 
 
+def _read_only(x):
+    v = x.view()
+    v.flags.writeable = False
+    return v
+
+
 def compile_all(device=None, stream=sys.stderr):
     """Compile (or load from numba's cache) every kernel a call on ``device`` can use:
     each bit width of both operators, for small inputs (one thread) and large ones
-    (all threads), and nonzero's coordinates of each dtype in rows of one column
-    (CUDA: the width-1 kernel) and of two (CUDA: the unstaged kernel; 32-bit rows
-    take the staged write pass, a kernel for each of 2 to 8 columns).  Returns the
-    seconds taken."""
+    (all threads), writeable and (CPU) read-only inputs, and nonzero's coordinates
+    of each dtype in rows of one column (CUDA: the width-1 kernel) and of two
+    (CUDA: the unstaged kernel; 32-bit rows take the staged write pass, a kernel
+    for each of 2 to 8 columns).  Returns the seconds taken."""
     import logging
 
     from . import config
@@ -71,15 +77,21 @@ def _compile_steps(device, stream, config):
     for i, (op, t, c, n) in enumerate(steps):
         _bar(i, len(steps), f"{op} {t}{' -> ' + c if c else ''}, {n} elements", stream)
         x = np.ones(n, t)
-        if op == "slice1":
-            dmlnumba.slice1(x, (0,), (n,), (-1,), device=device)
-        else:
-            dmlnumba.nonzero_coordinates(x, dtype=c, device=device)
+        cpu = device in (None, "cpu")
+        # On the CPU a read-only input (a broadcast) takes kernels of its own.
+        for a in [x, _read_only(x)] if cpu else [x]:
+            if op == "slice1":
+                # Into out= on the CPU: the kernel, also for windows that a new
+                # output would copy with NumPy.
+                out = np.empty(n, t) if cpu else None
+                dmlnumba.slice1(a, (0,), (n,), (-1,), out=out, device=device)
+                continue
+            dmlnumba.nonzero_coordinates(a, dtype=c, device=device)
             # Rows of several columns: on CUDA, 32-bit ones take a staged kernel a
             # width, wider ones the unstaged kernel.
             cuda_rows = c == "uint32" and str(device).startswith("cuda")
             for w in range(2, 9) if cuda_rows else (2,):
-                y = x.reshape((1,) * (w - 2) + (-1, 2))
+                y = a.reshape((1,) * (w - 2) + (-1, 2))
                 dmlnumba.nonzero_coordinates(y, dtype=c, device=device)
     took = time.perf_counter() - t0
     _bar(len(steps), len(steps), f"done in {took:.1f} s", stream)

@@ -3,7 +3,8 @@
 Importing this module imports numba but compiles nothing: every kernel compiles
 on its first call, once per bit width, and is cached on disk (``cache=True``).
 Arrays arrive as flat unsigned-integer views (see :mod:`dmlnumba.layout`), so
-one specialization serves every rank, layout and dtype of a bit width.  The
+one specialization serves every rank, layout and dtype of a bit width (a second
+one, compiled on first use, read-only inputs such as broadcasts).  The
 drivers release the GIL (``nogil=True``), so that calls from several threads (a
 dask scheduler's, an application's) run at the same time.
 """

@@ -83,11 +83,11 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     k = kernels()
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
-    bits = 8 * src.itemsize
+    key = ("slice1", 8 * src.itemsize) + _read_only(src)
     if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
         _run(
             k.slice_copy_parallel,
-            ("slice1", bits, "parallel"),
+            key + ("parallel",),
             src,
             src_base,
             dst,
@@ -97,7 +97,14 @@ def _copy(src, src_base, dst, dst_base, geom, size):
             nchunks,
         )
     else:
-        _run(k.slice_copy, ("slice1", bits), src, src_base, dst, dst_base, geom, chunk, nchunks)
+        _run(k.slice_copy, key, src, src_base, dst, dst_base, geom, chunk, nchunks)
+
+
+def _read_only(src):
+    """``("read-only",)`` for a read-only input view, which compiles kernels of its
+    own (see :func:`flat`), else ``()``: a part of a kernel's name for
+    :func:`dmlnumba.compiling.run`."""
+    return () if src.flags.writeable else ("read-only",)
 
 
 def _nonzero(src, dtype, out, count, **fields):
@@ -124,7 +131,7 @@ def _parallel(p):
 
 def _nonzero_with(p, src, out, count):
     k = kernels()
-    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
+    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize) + _read_only(src)
     if _parallel(p) and _threads_ok():
         _run(k.nonzero_parallel, key + ("parallel",), src, p, out, count)
     else:
@@ -182,10 +189,11 @@ def read_count(count, stream=None):
     return int(count.reshape(-1)[0])
 
 
-def flat(a, writeable):
+def flat(a):
     """``(view, base, strides)``: a flat unsigned view spanning all elements of the
-    non-empty array ``a``, the index of element 0 in it, and element strides.
-    Input views are marked read-only so that one compiled type serves all inputs."""
+    non-empty array ``a``, the index of element 0 in it, and element strides.  The
+    view keeps ``a``'s writeable flag: a read-only input (a broadcast, a read-only
+    memory map) takes kernels compiled for read-only arrays, on its first call."""
     u = uint_of_size(a.itemsize)
     if a.flags.c_contiguous:
         v = a.reshape(-1)
@@ -201,8 +209,6 @@ def flat(a, writeable):
             v = np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(a.itemsize,))
     if v.dtype != u:
         v = v.view(u)
-    if not writeable:
-        v.setflags(False)
     return v, base, es
 
 
@@ -223,37 +229,20 @@ def _memory_order(a):
 
 
 def _reader(x):
-    """A function that gives the read-only flat view (:func:`flat`) of an input
-    laid out like ``x``: for C order and for dense layouts (transposes, reversals),
-    the quick way."""
+    """A function that gives the flat view (:func:`flat`) of an input laid out like
+    ``x``: for C order and for dense layouts (transposes, reversals), the quick way."""
     u = np.dtype(uint_of_size(x.itemsize))
     if x.flags.c_contiguous and x.ndim == 1:
-
-        def read_1d(x):  # no ravel: 0.07 us of a 1000-element call's 2.5
-            v = x.view(u)
-            v.setflags(False)
-            return v
-
-        return read_1d
+        return lambda x: x.view(u)  # no ravel: 0.07 us of a 1000-element call's 2.5
     if x.flags.c_contiguous:
-
-        def read(x):
-            v = x.ravel().view(u)
-            v.setflags(False)  # write=False: a keyword argument costs 0.15 us more
-            return v
-
-        return read
+        return lambda x: x.ravel().view(u)
     flip = _flip(x.strides)
     y = x if flip is None else x[flip]
     if extent(x.shape, x.strides, x.itemsize)[1] == x.size and _memory_order(y) is not None:
-
-        def read_dense(x):
-            v = (x if flip is None else x[flip]).ravel("K").view(u)
-            v.setflags(False)
-            return v
-
-        return read_dense
-    return lambda x: flat(x, False)[0]
+        if flip is None:
+            return lambda x: x.ravel("K").view(u)
+        return lambda x: x[flip].ravel("K").view(u)
+    return lambda x: flat(x)[0]
 
 
 def slice1_runner(x, starts, steps, out_shape, lib=None):
@@ -270,7 +259,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None):
     if size == 0:
         return lambda x: np.empty(out_shape, dtype)
     idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out_shape))
-    _, sbase, sstr = flat(x, False)
+    _, sbase, sstr = flat(x)
     geom, off = slice_geometry(out_shape, starts, steps, sstr, c_strides(tuple(out_shape)))
     base = sbase + off
     read = _reader(x)
@@ -300,8 +289,8 @@ def slice1(x, starts, steps, out, stream=None, fresh=False):
         slice1(x, starts, steps, tmp)
         out[...] = tmp
         return
-    src, sbase, sstr = flat(x, False)
-    dst, dbase, dstr = flat(out, True)
+    src, sbase, sstr = flat(x)
+    dst, dbase, dstr = flat(out)
     geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
     _copy(src, sbase + off, dst, dbase, geom, out.size)
 
@@ -323,7 +312,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
     shape = (rows, width)
     if n == 0:
         return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
-    _, sbase, sstr = flat(x, False)
+    _, sbase, sstr = flat(x)
     contiguous = bool(x.flags.c_contiguous)
     view = u != dtype
     read = _reader(x)
@@ -374,7 +363,7 @@ def nonzero_run(x, shape, origin, width, dtype):
     cnt = np.zeros(1, u)
     crd = np.empty((n, width), u)
     if n:
-        src, sbase, sstr = flat(x, False)
+        src, sbase, sstr = flat(x)
         # Strides in the larger array's terms: axes where the block is one index get 0
         # (their coordinate is fixed); element (c) of the larger array is then read at
         # src[sbase + sum((c - origin) * strides)], or src[sbase + e - first] in C order.
@@ -408,13 +397,13 @@ def nonzero_run(x, shape, origin, width, dtype):
 
 def nonzero(x, width, count, coords, stream=None, limit=None):
     """``limit``: the rows to write at most (default: every element's)."""
-    cnt, cbase, _ = flat(count, True)
+    cnt, cbase, _ = flat(count)
     if x.size == 0:
         cnt[cbase] = 0
         return
-    src, sbase, sstr = flat(x, False)
+    src, sbase, sstr = flat(x)
     if width and coords.size and limit != 0:
-        out, obase, ostr = flat(coords, True)
+        out, obase, ostr = flat(coords)
         rs, cs = ostr[-2], ostr[-1]
     else:  # no coordinates to write: the count stands in for them
         out, obase, rs, cs, limit = cnt, cbase, 0, 0, 0
