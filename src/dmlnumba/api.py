@@ -264,7 +264,16 @@ def nonzero_coordinates(
         ):
             # _nonzero_runner's NumPy case without the call through it: 0.2-0.3 us of
             # a 1000-element call's 3.5-6 (docs/PERFORMANCE.md).
-            key = _numpy_nonzero_key("nonzero_coordinates", input, width, dtype, max_count)
+            key = (
+                "nonzero_coordinates",
+                input.dtype,
+                input.shape,
+                input.strides,
+                width,
+                dtype,
+                type(dtype),
+                max_count,
+            )
             try:
                 run = _runners.get(key)
             except TypeError:  # an unhashable dtype argument: the checks say what is wrong
