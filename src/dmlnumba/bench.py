@@ -128,14 +128,20 @@ def cpu_cases(quick=False):
         2000 if not quick else 50,
     )
     _row(rows, "slice1 1000 elements (call latency)", med, None)
-    med = _interleaved(
-        {
-            "dmlnumba": lambda: dmlnumba.nonzero_coordinates(small),
-            "numpy.argwhere": lambda: np.argwhere(small),
-        },
-        2000 if not quick else 50,
-    )
-    _row(rows, "nonzero 1000 elements (call latency)", med, None)
+    # Small nonzero calls: the (10, 10, 10) array above (50% non-zero), and 1-d inputs
+    # at 1% and 50%.
+    flat = rng.standard_normal(1000).astype(np.float32)
+    sparse = np.where(rng.random(1000) < 0.01, flat, np.float32(0))
+    dense = np.where(rng.random(1000) < 0.5, flat, np.float32(0))
+    for label, a in [("(10, 10, 10) 50%", small), ("(1000,) 1%", sparse), ("(1000,) 50%", dense)]:
+        med = _interleaved(
+            {
+                "dmlnumba": lambda a=a: dmlnumba.nonzero_coordinates(a),
+                "numpy.argwhere": lambda a=a: np.argwhere(a),
+            },
+            2000 if not quick else 50,
+        )
+        _row(rows, f"nonzero 1000 elements {label} (call latency)", med, None)
     return {"copy_bandwidth_Bps": bw, "rows": rows}
 
 
