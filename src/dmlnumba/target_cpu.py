@@ -345,6 +345,8 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
         else:
             _nonzero_with(p, read(x), crd.ravel(), cnt)
             if serial:  # compiled (or loaded) by the call just made
+                # (a read-only input of this layout later gets its own specialization
+                # from the same dispatcher, without the compile notice)
                 kernel = kernels().nonzero
         if view:
             return cnt.view(dtype), crd.view(dtype)
