@@ -644,7 +644,7 @@ def _positions(src, p, n, mask, out):
       (:func:`_group_bits`).  A group with none is skipped, one with at most
       ``SPARSE_BITS`` is written one set bit at a time, a denser one by the
       branchless loop up to its last set bit.  1000 elements at 1% take about
-      0.1 us instead of 0.45.
+      0.2 us of work instead of 0.45.
     """
     up = np.uint64(p)
     h = min(GROUP, n)
