@@ -648,10 +648,7 @@ def _positions(src, p, n, mask, out):
     """
     up = np.uint64(p)
     h = min(GROUP, n)
-    d = 0
-    for j in range(h):
-        d += is_nonzero(src[up + np.uint64(j)], mask)
-    if d * DENSE_OF >= h:
+    if _count_contiguous(src, p, h, mask) * DENSE_OF >= h:
         e = n
         while e > 0 and not is_nonzero(src[up + np.uint64(e - 1)], mask):
             e -= 1
