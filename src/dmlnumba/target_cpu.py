@@ -83,7 +83,7 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     k = kernels()
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
-    key = ("slice1", 8 * src.itemsize) + _read_only(src)
+    key = ("slice1", 8 * src.itemsize) + _read_only_key(src)
     if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
         _run(
             k.slice_copy_parallel,
@@ -100,7 +100,7 @@ def _copy(src, src_base, dst, dst_base, geom, size):
         _run(k.slice_copy, key, src, src_base, dst, dst_base, geom, chunk, nchunks)
 
 
-def _read_only(src):
+def _read_only_key(src):
     """``("read-only",)`` for a read-only input view, which compiles kernels of its
     own (see :func:`flat`), else ``()``: a part of a kernel's name for
     :func:`dmlnumba.compiling.run`."""
@@ -131,7 +131,7 @@ def _parallel(p):
 
 def _nonzero_with(p, src, out, count):
     k = kernels()
-    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize) + _read_only(src)
+    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize) + _read_only_key(src)
     if _parallel(p) and _threads_ok():
         _run(k.nonzero_parallel, key + ("parallel",), src, p, out, count)
     else:
