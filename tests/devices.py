@@ -128,8 +128,10 @@ def record_paths(monkeypatch, device):
 
         monkeypatch.setattr(target_cpu, "_run", run)
         return seen
-    from dmlnumba import launch
+    from dmlnumba import launch, target_cuda
+    from dmlnumba.caches import Bounded
 
+    monkeypatch.setattr(target_cuda, "_plans", Bounded())  # plans keep their launchers
     names = {}
     real_kernel, real_launcher = launch.kernel, launch.launcher
 
@@ -138,8 +140,8 @@ def record_paths(monkeypatch, device):
         names[id(k)] = (name, src_bits)
         return k
 
-    def launcher(k, grid, block, stream, ctx=0):
-        go = real_launcher(k, grid, block, stream, ctx)
+    def launcher(k, grid, block, stream, ctx=0, params=()):
+        go = real_launcher(k, grid, block, stream, ctx, params)
 
         def launch_(*args):
             seen.append(names[id(k)] + (tuple(args),))

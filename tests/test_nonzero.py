@@ -235,32 +235,31 @@ def test_more_than_2_to_the_32_elements_on_the_gpu():
 
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
-@pytest.mark.parametrize("where", ["launch", "after reserving"])
+@pytest.mark.parametrize(
+    "where",
+    ["launch", pytest.param("scratch", marks=skip_on_cudasim)],  # (no buffer there)
+)
 def test_cuda_failed_launch_leaves_later_calls_exact(monkeypatch, where):
-    """A nonzero call interrupted after its tiles were reserved (a launch error, or an
-    interrupt between the reservation and the launch) must not leave the look-back
-    scratch out of step: the calls after it on the same stream are exact (before the
-    fix, their blocks waited on tiles that never came)."""
+    """A nonzero call interrupted at its launch, or while its look-back buffer is
+    made, leaves nothing behind that the calls after it on the same stream depend on
+    (each call's buffer is its own, zeroed on the stream before its launch)."""
     from dmlnumba import launch, target_cuda
+    from dmlnumba.caches import Bounded
 
     rng = np.random.default_rng(3)
     x = fill(rng, np.float32, 5000, 0.5).reshape(50, 100)
     want = np.argwhere(x)
     xd = to_device(x, "cuda")
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(target_cuda, "_plans", Bounded())
+    monkeypatch.setattr(config_of(), "CUDA_NONZERO_TILES", 4)  # several tiles: a buffer
     if where == "launch":
-
-        def fail(*args, **kwargs):
-            raise KeyboardInterrupt
-
         monkeypatch.setattr(launch, "launcher", lambda *args, **kwargs: fail)
     else:
-        reserve = target_cuda._reserve
-
-        def fail(*args, **kwargs):
-            reserve(*args, **kwargs)
-            raise KeyboardInterrupt
-
-        monkeypatch.setattr(target_cuda, "_reserve", fail)
+        monkeypatch.setattr(target_cuda, "scratch", lambda *args: (fail, fail))
     with pytest.raises(KeyboardInterrupt):
         dmlnumba.nonzero_coordinates(xd, device="cuda")
     monkeypatch.undo()
@@ -269,6 +268,12 @@ def test_cuda_failed_launch_leaves_later_calls_exact(monkeypatch, where):
         n = int(to_host(count)[0])
         assert n == len(want)
         np.testing.assert_array_equal(to_host(coords)[:n], want)
+
+
+def config_of():
+    from dmlnumba import config
+
+    return config
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -353,8 +358,8 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
         x = target_cuda._new_view((n,), np.dtype(np.float32))
         count = target_cuda._new_view((1,), np.dtype(np.uint32))
         coords = target_cuda._new_view((n, 1), np.dtype(np.uint32))
-        values, ntiles = target_cuda._nonzero_plan(x, 1, count, coords, n)[2:4]
-        return dict(values)["items"], ntiles
+        p = target_cuda.NonzeroPlan(x, 1, count, coords, n)
+        return dict(p.values)["items"], p.ntiles
 
     threads, floor = 256, 16
     assert plan(1) == (4, 1)

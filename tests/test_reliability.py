@@ -386,51 +386,25 @@ def test_cuda_size_limit_is_checked_before_allocating():
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
-def test_cuda_parameter_block_is_uploaded_once_when_threads_race(monkeypatch):
-    """Threads making the same first call at once share one device copy of its
-    parameter block, and each gets that copy to hold until its launch.  Before: each
-    thread uploaded its own and replaced the others' in the cache, so a copy whose
-    address another thread was about to launch with could be freed (an illegal
-    address in the threaded dask benchmark on CuPy chunks).  The upload is replaced by
-    a slow stand-in, so the threads meet inside it."""
-    import threading
-    import time
-    import types
-
+def test_cuda_parameter_blocks_travel_by_value():
+    """A plan's parameter block is a tuple of ints bound into its launcher as kernel
+    parameters: nothing is uploaded for it, at any call (an upload at call time was
+    a ``cuMemAlloc`` that a CUDA graph capture refuses, and a cached device copy an
+    address that a replay would read after it was freed)."""
     from dmlnumba import target_cuda
-    from dmlnumba.caches import Bounded
-    from dmlnumba.params import SLICE_CUDA
+    from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, size
 
-    uploads = []
-
-    def slow_upload(a, stream=None):
-        uploads.append(a)
-        time.sleep(0.05)
-        return types.SimpleNamespace(
-            __cuda_array_interface__={"data": (4096 * len(uploads), False)}
-        )
-
-    monkeypatch.setattr(target_cuda, "SIM", False)
-    monkeypatch.setattr(target_cuda.cuda, "to_device", slow_upload)
-    monkeypatch.setattr(target_cuda, "_geoms", Bounded())
-    values = target_cuda._slice_launch(32, (4, 5), (5, 1), (5, 1), 0, 0)[3]
-    barrier = threading.Barrier(8)
-    got = []
-
-    def call():
-        barrier.wait()
-        got.append(target_cuda._geometry(SLICE_CUDA, values, None, (1, 0)))
-
-    threads = [threading.Thread(target=call) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(uploads) == 1
-    assert len(got) == 8
-    keep, address = got[0]
-    assert address == 4096
-    assert all(g[0] is keep and g[1] == address for g in got)
+    x = target_cuda._new_view((4, 5), np.dtype(np.float32))
+    count = target_cuda._new_view((1,), np.dtype(np.uint32))
+    coords = target_cuda._new_view((20, 2), np.dtype(np.uint32))
+    p = target_cuda.NonzeroPlan(x, 2, count, coords, 20)
+    assert len(p.params) == size(NONZERO_CUDA)
+    assert all(type(v) is int for v in p.params)
+    assert p.params[NONZERO_CUDA.total] == 20 and p.params[NONZERO_CUDA.width] == 2
+    s = target_cuda.SlicePlan(x, (0, 4), (1, -1), target_cuda._new_view((4, 5), x.dtype))
+    for spec in s.specs:
+        if spec is not None:
+            assert len(spec[3]) == size(SLICE_CUDA) and all(type(v) is int for v in spec[3])
 
 
 def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):

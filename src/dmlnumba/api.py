@@ -4,6 +4,7 @@ Every check of a call runs before any output is allocated or written, so an
 ``out=`` array is untouched when a call raises.
 """
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from . import target_cpu
 from . import validation as v
-from .arrays import current_cupy_device, is_dask, library
+from .arrays import current_cupy_device, is_dask, is_numba_array, library
 from .caches import Bounded
 from .dispatch import resolve
 from .window import window  # noqa: F401  (re-exported)
@@ -22,6 +23,43 @@ from .window import window  # noqa: F401  (re-exported)
 #: call skips validation and layout work.  Parameters are keys only when they are
 #: tuples or lists of Python ints (so that 1.0 or True never stands for 1).
 _runners = Bounded()  # runner functions (nonzero ones carry .lib, .target)
+
+
+_modules = sys.modules
+
+
+def _traced(input):
+    """Whether this call is being traced by torch.compile or torch.export (or gets a
+    PyTorch tensor subclass, such as a FakeTensor): then it goes through the
+    registered PyTorch operators (:mod:`dmlnumba.torch_ops`), which the tracer
+    records as one node each.  Cheap where PyTorch is not loaded."""
+    torch = _modules.get("torch")
+    if torch is None:
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    tp = type(input)
+    return tp is not torch.Tensor and isinstance(input, torch.Tensor) and _subclass(tp)
+
+
+def _subclass(tp):
+    """A tensor subclass the eager path cannot read (FakeTensor, FunctionalTensor,
+    wrapper subclasses); ``torch.nn.Parameter`` and plain subclasses are read."""
+    torch = _modules["torch"]
+    return tp is not torch.nn.Parameter and "_subclasses" in (tp.__module__ or "")
+
+
+def _torch_ops_ready():
+    """Register the PyTorch operators (once) and say so.  Under torch.compile this
+    runs when traced, not in the graph (marked as a constant result, see
+    :mod:`dmlnumba._internals`), so that a first call inside a compiled function
+    registers them too."""
+    from . import torch_ops  # noqa: F401  (registers on import)
+
+    return True
+
+
+_torch_ops_ready._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def _remember(key, run):
@@ -61,14 +99,43 @@ def _no_outputs_for_dask(f, stream, **outs):
         )
 
 
+def _torch_dtype(dtype):
+    """``dtype=`` for the PyTorch operator: a torch dtype (NumPy's named the same way
+    map to it)."""
+    torch = _modules["torch"]
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = np.dtype(dtype).name
+    if not hasattr(torch, name):
+        raise TypeError(f"nonzero_coordinates(): dtype {name} has no PyTorch counterpart")
+    return getattr(torch, name)
+
+
 def _as_library(lib, target, a):
-    """A new CPU result as the input's library's array: a PyTorch tensor over the
-    same memory for PyTorch inputs (CUDA targets allocate in the library already)."""
+    """A new result as the input's library's array: a PyTorch tensor over the same
+    memory for PyTorch inputs on the CPU (CUDA targets allocate in PyTorch and
+    CuPy already); a JAX array for JAX inputs (see :func:`_to_jax`)."""
     if lib == "torch" and target is target_cpu:
         import torch
 
         return torch.from_numpy(a)
+    if lib == "jax":
+        return _to_jax(target, a)
     return a
+
+
+def _to_jax(target, a):
+    """A result as a JAX array, through DLPack.  JAX runs on streams of its own, so
+    on the GPU the call's work (on the legacy default stream, where JAX inputs run)
+    is waited for first: JAX may then read the result on any stream."""
+    import jax
+
+    if target is target_cpu:
+        return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
+    from cuda.core.utils import StridedMemoryView
+
+    target.synchronize(0)
+    return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))
 
 
 def _fresh_key(input, device, stream):
@@ -103,6 +170,9 @@ def _fresh_key(input, device, stream):
         if dev != current_cupy_device():
             return None
         return (tp, input.dtype, input.shape, input.strides, dev)
+    if is_numba_array(input):
+        # A runner allocates on the current device, the one numba's arrays live on.
+        return (tp, input.dtype, input.shape, input.strides)
     return None
 
 
@@ -177,6 +247,13 @@ def slice1(
     Raises TypeError for arguments of the wrong type and ValueError for bad
     values, before anything is written.
     """
+    if _traced(input):
+        _torch_ops_ready()
+        ops = _modules["torch"].ops.dmlnumba
+        if out is None:
+            return ops.slice1(input, offsets, sizes, strides, output_sizes)
+        ops.slice1_out(input, offsets, sizes, strides, output_sizes, out)
+        return out
     key = None
     if out is None:
         params = _int_params(offsets, sizes, strides, output_sizes)
@@ -193,6 +270,8 @@ def slice1(
         _no_outputs_for_dask(f, stream, out=out)
         return chunked.slice1(input, offsets, sizes, strides, output_sizes, device, slice1)
     lib = library(input)
+    if lib == "jax":  # JAX computes asynchronously, on streams of its own
+        input.block_until_ready()
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
@@ -203,19 +282,13 @@ def slice1(
         if run is not None:
             _remember(key, run)
             return run(input)
+    ks = target.call_stream(lib, stream, x)
     if out is None:
-        new = target.empty(out_shape, x.dtype, stream, x, lib)
-        target.slice1(
-            x,
-            starts,
-            steps,
-            target.describe(new, "out", f),
-            target.call_stream(lib, stream, x),
-            fresh=True,
-        )
+        new = target.empty(out_shape, x.dtype, ks, x, lib, f)
+        target.slice1(x, starts, steps, target.describe(new, "out", f), ks, fresh=True)
         return _as_library(lib, target, new)
     o = _check_out(target, out, x.dtype, out_shape, "out", f)
-    target.slice1(x, starts, steps, o, target.call_stream(lib, stream, x))
+    target.slice1(x, starts, steps, o, ks)
     return out
 
 
@@ -253,6 +326,18 @@ def nonzero_coordinates(
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
+    if _traced(input):
+        _torch_ops_ready()
+        ops = _modules["torch"].ops.dmlnumba
+        if out_count is None and out_coordinates is None:
+            return ops.nonzero_coordinates(input, width, _torch_dtype(dtype), max_count)
+        if out_count is None or out_coordinates is None:
+            raise TypeError(
+                "nonzero_coordinates(): under torch.compile, pass both out_count= and "
+                "out_coordinates=, or neither"
+            )
+        ops.nonzero_coordinates_out(input, width, max_count, out_count, out_coordinates)
+        return out_count, out_coordinates
     key = None
     if out_count is None and out_coordinates is None:  # a repeated call: its runner
         if (
@@ -320,6 +405,8 @@ def _nonzero(
             + (None,)
         )
     lib = library(input)
+    if lib == "jax":  # JAX computes asynchronously, on streams of its own
+        input.block_until_ready()
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
@@ -363,12 +450,12 @@ def _nonzero(
     # where an output overlaps the input (then copied over, as if the input had been read
     # first).
     aliased = any(o is not None and target.overlaps(x, o) for o in (oc, ox))
-    new_count = target.empty((1,), dt, stream, x, lib) if oc is None or aliased else None
-    new_coords = target.empty((rows, w), dt, stream, x, lib) if ox is None or aliased else None
+    ks = target.call_stream(lib, stream, x)
+    new_count = target.empty((1,), dt, ks, x, lib, f) if oc is None or aliased else None
+    new_coords = target.empty((rows, w), dt, ks, x, lib, f) if ox is None or aliased else None
     wc = oc if new_count is None else target.describe(new_count, "out_count", f)
     wx = ox if new_coords is None else target.describe(new_coords, "out_coordinates", f)
-    ks = target.call_stream(lib, stream, x)
-    target.nonzero(x, w, wc, wx, ks, rows)
+    target.nonzero(x, w, wc, wx, ks, rows, func=f)
     if aliased:
         if oc is not None:
             target.copy_into(wc, oc, ks)
@@ -390,6 +477,9 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
 
     On CUDA this reads the count back to the host, so it waits for the GPU once.
     """
+    if _traced(input):
+        _torch_ops_ready()
+        return _modules["torch"].ops.dmlnumba.argwhere(input)
     key, run = _nonzero_runner("argwhere", input, None, np.int64, None, device, stream)
     if run is not None:
         lib, target, call = run.lib, run.target, None
@@ -407,10 +497,10 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
             rows = rows.clone() if lib == "torch" else rows.copy()
         return _as_library(lib, target, rows)
     ks, x, wc = call
-    n = target.read_count(wc, ks)
+    n = target.read_count(wc, ks, "argwhere")
     rows = coords[:n]
     if 2 * n < coords.shape[0]:  # give the unused rows back
-        new = target.empty((n, coords.shape[1]), np.dtype(np.int64), stream, x, lib)
+        new = target.empty((n, coords.shape[1]), np.dtype(np.int64), ks, x, lib, "argwhere")
         if n and coords.shape[1]:
             target.copy_into(
                 target.describe(rows, "coordinates", "argwhere"),

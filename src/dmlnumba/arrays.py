@@ -15,7 +15,8 @@ _cai_types: set = set()
 
 def library(x: Any) -> str | None:
     """``"torch"`` for PyTorch tensors (subclasses too), ``"cupy"`` for CuPy
-    arrays, None for anything else (NumPy, numba device arrays, ...)."""
+    arrays, ``"jax"`` for JAX arrays, None for anything else (NumPy, numba device
+    arrays, ...)."""
     tp = type(x)
     try:
         return _libraries[tp]
@@ -29,6 +30,9 @@ def library(x: Any) -> str | None:
             break
         if mod == "cupy" and c.__name__ == "ndarray":
             lib = "cupy"
+            break
+        if mod in ("jaxlib", "jax") and c.__name__ in ("ArrayImpl", "Array"):
+            lib = "jax"
             break
     _libraries[tp] = lib
     return lib
@@ -52,6 +56,19 @@ def is_cuda_array(x: Any) -> bool:
         return True
     # FakeCUDAArray: numba's CUDA simulator's device array (it exports no CAI).
     return tp.__name__ == "FakeCUDAArray"
+
+
+_numba_types: dict = {}  # type -> whether it is numba-cuda's DeviceNDArray
+
+
+def is_numba_array(x: Any) -> bool:
+    """Whether ``x`` is a numba (numba-cuda) device array, read from its type."""
+    tp = type(x)
+    r = _numba_types.get(tp)
+    if r is None:
+        mod = (getattr(tp, "__module__", "") or "").split(".")[0]
+        r = _numba_types[tp] = mod in ("numba", "numba_cuda") and tp.__name__ == "DeviceNDArray"
+    return r
 
 
 def is_dask(x: Any) -> bool:

@@ -229,27 +229,13 @@ def to_host(obj):
 
 
 # ---------------------------------------------------------------------------- streams
+#
+# A call's stream is one value from the API's door down: its raw handle, an int
+# (0: the legacy default stream).  The conversions to the objects that numba,
+# cuda.core and the array libraries want are made here, each once per handle.
 
-_streams = Bounded()  # handle -> numba stream
-
-
-def stream_of(stream):
-    """A numba stream for ``stream=``: None (the legacy default stream), a numba
-    stream, or a foreign stream (PyTorch's ``cuda_stream``, CuPy's ``ptr``, a raw handle)."""
-    if stream is None:
-        s = _streams.get(None)
-        if s is None:
-            s = _streams[None] = cuda.legacy_default_stream()
-        return s
-    if _is_numba_stream(stream):
-        return stream
-    handle = _handle(stream)
-    s = _streams.get(handle)
-    if s is None:
-        s = _streams.put(
-            handle, cuda.external_stream(handle) if handle else cuda.legacy_default_stream()
-        )
-    return s
+_numba_streams = Bounded()  # handle -> numba stream
+_core_streams = Bounded()  # handle -> cuda.core stream
 
 
 def _is_numba_stream(stream):
@@ -269,7 +255,7 @@ def _handle(stream, func="dmlnumba"):
     if handle is None and isinstance(stream, int) and not isinstance(stream, bool):
         handle = stream
     if handle is None and _is_numba_stream(stream):
-        handle = int(stream)
+        handle = 0 if SIM else int(stream)
     if not isinstance(handle, int) or isinstance(handle, bool):
         raise TypeError(
             f"{func}(): stream must be a numba, PyTorch or CuPy stream or a stream handle, "
@@ -280,8 +266,59 @@ def _handle(stream, func="dmlnumba"):
 
 def check_stream(stream, func):
     """TypeError naming ``func`` where ``stream=`` is no stream this target takes."""
-    if stream is not None and not _is_numba_stream(stream):
+    if stream is not None:
         _handle(stream, func)
+
+
+def numba_stream(handle):
+    """The numba stream of a raw handle (for numba's copies)."""
+    s = _numba_streams.get(handle)
+    if s is None:
+        if SIM or not handle:
+            s = cuda.legacy_default_stream()
+        else:
+            s = cuda.external_stream(handle)
+        s = _numba_streams.put(handle, s)
+    return s
+
+
+def core_stream(handle):
+    """The cuda.core stream of a raw handle (for launches and pool allocations)."""
+    c = _core_streams.get(handle)
+    if c is None:
+        import cuda.core as cc
+
+        if handle == 0:
+            c = cc.LEGACY_DEFAULT_STREAM
+        elif handle == 2:
+            c = cc.PER_THREAD_DEFAULT_STREAM
+        else:
+            c = cc.Stream.from_handle(handle)
+        c = _core_streams.put(handle, c)
+    return c
+
+
+def capturing(handle):
+    """Whether work on the stream is being captured into a CUDA graph (also where
+    the query itself fails, as it does on the legacy stream while another stream
+    captures in the global mode: nothing unsafe then)."""
+    if SIM:
+        return False
+    from cuda.bindings import driver
+
+    err, status = driver.cuStreamIsCapturing(handle)
+    return err != driver.CUresult.CUDA_SUCCESS or int(status) != 0
+
+
+def refuse_capture(handle, func, what):
+    """ValueError naming ``func`` where the stream is being captured: ``what`` (for
+    example "reads the count back") cannot be part of a CUDA graph."""
+    if capturing(handle):
+        raise ValueError(
+            f"{func}(): this call {what}, which a CUDA graph cannot capture; make it "
+            f"outside the capture, or capture nonzero_coordinates / slice1 on device "
+            f"arrays (PyTorch, CuPy) instead"
+        )
 
 
 def _torch_device(v):
@@ -307,9 +344,9 @@ def torch_current_stream(torch):
     """A function of a device index giving the raw handle of PyTorch's current
     stream there: ``torch._C._cuda_getCurrentRawStream`` where PyTorch has it (the
     query Triton's launcher makes; 0.2 us against 6 us for
-    ``torch.cuda.current_stream(i).cuda_stream``, which builds a Stream object, on
-    the H100 host), else that public query (``tests/test_frameworks.py`` checks
-    that both agree, inside ``torch.cuda.stream`` blocks too)."""
+    ``torch.cuda.current_stream(i).cuda_stream``, which builds a Stream object),
+    else that public query (``tests/test_frameworks.py`` checks that both agree,
+    inside ``torch.cuda.stream`` blocks too)."""
     raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
     if raw is not None:
         return raw
@@ -318,29 +355,151 @@ def torch_current_stream(torch):
 
 
 def call_stream(lib, stream, v):
-    """What ``stream=`` means for a call of library ``lib`` reading ``v``: the
-    caller's stream, else that library's current stream on ``v``'s device (None:
-    the legacy default stream)."""
-    if stream is not None or lib is None:
-        return stream
+    """The raw handle of the stream a call of library ``lib`` reading ``v`` runs
+    on: the caller's ``stream=``, else that library's current stream on ``v``'s
+    device (numba and NumPy: the legacy default stream, 0)."""
+    if stream is not None:
+        return _handle(stream)
     if lib == "torch":
-        return torch_current_stream(_torch())(_torch_device(v)) or None
-    import cupy
+        return torch_current_stream(_torch())(_torch_device(v))
+    if lib == "cupy":
+        import cupy
 
-    with cupy.cuda.Device(_cupy_device(v)):
-        return cupy.cuda.get_current_stream().ptr or None
+        with cupy.cuda.Device(_cupy_device(v)):
+            return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+# ---------------------------------------------------------------------------- new arrays
+
+_pools: dict = {}  # device -> cuda.core DeviceMemoryResource (stream-ordered pool)
+_graph_pools: dict = {}  # device -> cuda.core GraphMemoryResource (inside a capture)
+_contexts: dict = {}  # device -> numba context (for numba arrays over pool memory)
+
+
+_device_ids: dict = {}  # current context handle -> its device's index
+
+
+def _device_id(device):
+    """``device``, or where it is None the current context's device (numba's
+    query of it, 1-2 us, made once per context)."""
+    if device is not None:
+        return device
+    ctx = current_context()
+    dev = _device_ids.get(ctx)
+    if dev is None:
+        dev = cuda.get_current_device().id
+        if ctx:
+            _device_ids[ctx] = dev
+    return dev
+
+
+def pool_buffer(nbytes, handle, device=None, func=None):
+    """A cuda.core buffer of ``nbytes`` from the device's stream-ordered memory pool,
+    allocated on the stream.  Inside a capture (where the pool refuses), a graph
+    allocation for a call's own scratch, freed in the graph by
+    ``buffer.close(core_stream(handle))``; for an output (``func`` names the
+    call), a ValueError: memory that a graph allocates is the graph's, and an
+    array over it would outlive it."""
+    dev = _device_id(device)
+    mr = _pools.get(dev)
+    if mr is None:
+        from cuda.core import DeviceMemoryResource
+
+        mr = _pools[dev] = DeviceMemoryResource(dev)
+    try:
+        return mr.allocate(max(nbytes, 1), stream=core_stream(handle))
+    except RuntimeError:
+        if not capturing(handle):
+            raise
+    if func is not None:
+        refuse_capture(handle, func, "allocates new numba device arrays (pass out= arrays)")
+    mr = _graph_pools.get(dev)
+    if mr is None:
+        from cuda.core import GraphMemoryResource
+
+        mr = _graph_pools[dev] = GraphMemoryResource(dev)
+    return mr.allocate(max(nbytes, 1), stream=core_stream(handle))
+
+
+def _context_query():
+    """The query of the current context's handle as an int (0 where none is
+    current): ``cuCtxGetCurrent`` through cuda.bindings (0.3 us), or numba's slower
+    view of the same with older bindings; under the simulator, a constant."""
+    if SIM:
+        return lambda: 1
+    try:
+        from cuda.bindings.driver import cuCtxGetCurrent
+    except ImportError:  # pragma: no cover
+        return lambda: cuda.current_context().handle.value
+    return lambda: int(cuCtxGetCurrent()[1])
+
+
+current_context = _context_query()
+
+
+def numba_over(buf, shape, dtype, device=None):
+    """A C-contiguous numba device array over the cuda.core buffer ``buf`` (which it
+    keeps alive): numba's array built directly (``_internals.numba_device_array``),
+    not through ``cuda.from_cuda_array_interface``, whose checks cost 10 us."""
+    from ._internals import numba_device_array
+
+    dev = _device_id(device)
+    ctx = _contexts.get(dev)
+    if ctx is None:
+        ctx = _contexts[dev] = cuda.current_context()
+    return numba_device_array(ctx, int(buf.handle), tuple(shape), dtype, buf)
+
+
+def _pool_array(shape, dtype, handle, device, func="dmlnumba"):
+    """A numba device array from the device's stream-ordered memory pool, allocated
+    on stream ``handle`` and freed on it when the array is garbage."""
+    if SIM:
+        return cuda.device_array(shape, dtype)
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return numba_over(pool_buffer(n, handle, device, func), shape, dtype, device)
+
+
+def _torch_stream(torch, handle, device):
+    return torch.cuda.ExternalStream(handle, device=device)
+
+
+def new_array(lib, shape, dtype, handle, like, func="dmlnumba"):
+    """A new C-contiguous array of library ``lib`` (None: numba), on ``like``'s
+    device, allocated for use on stream ``handle`` (the library's allocator
+    hands out blocks whose earlier users ran on that stream only)."""
+    shape = tuple(shape)
+    if lib == "torch":
+        torch = _torch()
+        dev = _torch_device(like)
+        if handle == torch_current_stream(torch)(dev):
+            return torch.empty(shape, dtype=_torch_of[dtype], device=dev)
+        with torch.cuda.stream(_torch_stream(torch, handle, dev)):
+            return torch.empty(shape, dtype=_torch_of[dtype], device=dev)
+    if lib == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(_cupy_device(like)):
+            if handle == cupy.cuda.get_current_stream().ptr:
+                return cupy.empty(shape, dtype)
+            with cupy.cuda.ExternalStream(handle):  # CuPy's pool keeps its free blocks per stream
+                return cupy.empty(shape, dtype)
+    return _pool_array(shape, dtype, handle, like.device, func)
 
 
 def library_io(lib, v):
-    """For repeated default calls of library ``lib`` (PyTorch or CuPy) on inputs on
-    ``v``'s device: ``(address of an input, the current stream's handle, allocator)``,
-    ``allocator(shape, dtype)`` giving a function of no arguments that makes a new
-    C-contiguous array of that shape and dtype.  The fast counterpart of
-    :func:`call_stream` and :func:`new_array` with ``stream=None``: each is a bound
-    built-in (a method, ``functools.partial``, ``operator.attrgetter``), so a call
-    runs no Python frame of its own (0.1-0.3 us each on the H100 hosts,
-    docs/PERFORMANCE.md).  CuPy calls reach it only where the current device is the
-    input's (see ``dmlnumba.api._fresh_key``)."""
+    """For repeated default calls of library ``lib`` (PyTorch, CuPy or numba) on
+    inputs on ``v``'s device: ``(address of an input, the current stream's
+    handle, allocator, scratch)``; ``allocator(shape, dtype)`` gives a function of
+    no arguments that makes a new C-contiguous array of that shape and dtype, and
+    ``scratch`` is :func:`scratch`'s ``(alloc, release)`` for the library.  The
+    fast counterpart of :func:`call_stream` and :func:`new_array` with
+    ``stream=None``: bound built-ins (a method, ``functools.partial``,
+    ``operator.attrgetter``) where the library has them, so a call runs few
+    Python frames of its own.  CuPy calls reach it only where the current device
+    is the input's (see ``dmlnumba.api._fresh_key``)."""
     if lib == "torch":
         torch = _torch()
         dev = _torch_device(v)
@@ -348,104 +507,99 @@ def library_io(lib, v):
 
         def allocator(shape, dt):
             # new_empty of a template with no elements (and no memory), which gives the
-            # dtype and device without keywords to parse: 0.1-0.4 us less than
-            # torch.empty(..., dtype=, device=) on the H100 hosts.  The sizes unpacked,
-            # which PyTorch parses faster than a tuple (docs/PERFORMANCE.md).
+            # dtype and device without keywords to parse; the sizes unpacked, which
+            # PyTorch parses faster than a tuple.
             return functools.partial(empty(0, dtype=dtypes[dt], device=dev).new_empty, *shape)
 
-        return torch.Tensor.data_ptr, functools.partial(torch_current_stream(torch), dev), allocator
-    import cupy
-
-    get = cupy.cuda.get_current_stream
-    return (
-        operator.attrgetter("data.ptr"),
-        (lambda: get().ptr),
-        # The ndarray constructor, which cupy.empty calls from a Python frame.
-        (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
-    )
-
-
-# ---------------------------------------------------------------------------- new arrays
-
-_pools: dict = {}
-_core_streams = Bounded()  # handle -> numba stream
-
-
-def core_stream(s):
-    """A numba stream as a cuda.core stream (converted once per handle)."""
-    key = int(s)
-    c = _core_streams.get(key)
-    if c is None:
-        import cuda.core as cc
-
-        if key == 0:
-            c = cc.LEGACY_DEFAULT_STREAM
-        elif key == 2:
-            c = cc.PER_THREAD_DEFAULT_STREAM
-        else:
-            c = cc.Stream.from_handle(key)
-        c = _core_streams.put(key, c)
-    return c
-
-
-def _pool_array(shape, dtype, s, device):
-    """A numba device array from the device's stream-ordered memory pool, allocated
-    on stream ``s`` and freed on it when the array is garbage."""
-    if SIM:
-        return cuda.device_array(shape, dtype, stream=s)
-    if device is None:
-        device = cuda.get_current_device().id
-    mr = _pools.get(device)
-    if mr is None:
-        from cuda.core import DeviceMemoryResource
-
-        mr = _pools[device] = DeviceMemoryResource(device)
-    n = dtype.itemsize
-    for d in shape:
-        n *= d
-    buf = mr.allocate(max(n, 1), stream=core_stream(s))
-    desc = {
-        "shape": shape,
-        "strides": None,
-        "typestr": dtype.str,
-        "data": (int(buf.handle), False),
-        "version": 3,
-        "stream": None,
-    }
-    return cuda.from_cuda_array_interface(desc, owner=buf, sync=False)
-
-
-def _torch_stream(torch, stream, device):
-    if isinstance(stream, torch.cuda.Stream):
-        return stream
-    return torch.cuda.ExternalStream(_handle(stream), device=device)
-
-
-def new_array(lib, shape, dtype, stream, like):
-    """A new C-contiguous array of library ``lib`` (None: numba), on ``like``'s
-    device, for use on the call's stream.  ``stream``: the caller's ``stream=``
-    (None: the library's current stream)."""
-    shape = tuple(shape)
-    if lib == "torch":
-        torch = _torch()
-        dev = _torch_device(like)
-        if stream is None:
-            return torch.empty(shape, dtype=_torch_of[dtype], device=dev)
-        # Allocated where it is used: PyTorch's allocator hands out blocks whose
-        # earlier users ran on the allocating stream only.
-        with torch.cuda.stream(_torch_stream(torch, stream, dev)):
-            return torch.empty(shape, dtype=_torch_of[dtype], device=dev)
+        return (
+            torch.Tensor.data_ptr,
+            functools.partial(torch_current_stream(torch), dev),
+            allocator,
+            scratch("torch", v),
+        )
     if lib == "cupy":
         import cupy
 
-        with cupy.cuda.Device(_cupy_device(like)):
-            if stream is None:
-                return cupy.empty(shape, dtype)
-            cs = (
-                stream
-                if isinstance(stream, cupy.cuda.Stream)
-                else cupy.cuda.ExternalStream(_handle(stream))
-            )
-            with cs:  # CuPy's pool keeps its free blocks per stream
-                return cupy.empty(shape, dtype)
-    return _pool_array(shape, dtype, stream_of(stream), like.device)
+        get = cupy.cuda.get_current_stream
+        return (
+            operator.attrgetter("data.ptr"),
+            (lambda: get().ptr),
+            # The ndarray constructor, which cupy.empty calls from a Python frame.
+            (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
+            scratch("cupy", v),
+        )
+
+    def numba_alloc(shape, dt):
+        return functools.partial(_pool_array, shape, dt, 0, None, "nonzero_coordinates")
+
+    return (
+        (lambda a: a.device_ctypes_pointer.value),
+        (lambda: 0),
+        numba_alloc,
+        scratch(None, v),
+    )
+
+
+def scratch(lib, like):
+    """``(alloc, release)`` for a call's look-back buffer: ``alloc(words, handle)``
+    gives ``(address, keep)`` of ``words`` uint64 on the device, for use on that
+    stream, and ``release(keep, handle)`` gives it back after the launch.  A
+    PyTorch input's buffer comes from PyTorch's caching allocator (inside
+    ``torch.cuda.graph``, from the graph's own pool); any other from the device's
+    stream-ordered pool, freed on the stream after the launch (inside a capture,
+    a graph allocation freed in the graph)."""
+    if lib == "torch":
+        torch = _torch()
+        dev = _torch_device(like)
+        new_empty = torch.empty(0, dtype=torch.int64, device=dev).new_empty
+
+        def alloc_torch(words, handle):
+            if handle == torch_current_stream(torch)(dev):
+                t = new_empty(words)
+            else:
+                with torch.cuda.stream(_torch_stream(torch, handle, dev)):
+                    t = new_empty(words)
+            return t.data_ptr(), t
+
+        return alloc_torch, _keep_until_freed
+    device = like.device
+
+    def alloc_pool(words, handle):
+        buf = pool_buffer(8 * words, handle, device)
+        return int(buf.handle), buf
+
+    return alloc_pool, _close_on
+
+
+def _keep_until_freed(keep, handle):
+    """A PyTorch buffer is freed when its tensor is: PyTorch's allocator reuses the
+    block only for work ordered after this stream's."""
+
+
+def _close_on(buf, handle):
+    buf.close(core_stream(handle))
+
+
+def zero(ptr, nbytes, handle):
+    """Zero ``nbytes`` (a multiple of 4) at ``ptr`` on the stream: a memset, which a
+    CUDA graph captures."""
+    from cuda.bindings import driver
+
+    (err,) = driver.cuMemsetD32Async(ptr, 0, nbytes // 4, handle)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuMemsetD32Async failed: {err}")
+
+
+def upload(host, handle, device=None):
+    """A C-contiguous NumPy array copied to a new pool buffer on the stream:
+    ``(buffer, address)``.  The copy reads pageable memory, so the driver has taken
+    the bytes when this returns."""
+    from cuda.bindings import driver
+
+    buf = pool_buffer(host.nbytes, handle, device)
+    ptr = int(buf.handle)
+    if host.nbytes:
+        (err,) = driver.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, handle)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuMemcpyHtoDAsync failed: {err}")
+    return buf, ptr

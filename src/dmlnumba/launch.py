@@ -21,9 +21,11 @@ import threading
 from numba import cuda, types
 
 from . import config
+from ._internals import function_handle
 from .caches import Bounded
 from .device_arrays import core_stream
 from .nonzero_kernel import make_nonzero
+from .params import NONZERO_CUDA, SLICE_CUDA, size
 from .slice_kernel import make_slice
 from .warp import SIM
 
@@ -49,14 +51,17 @@ def python_kernel(name, src_bits, variant=(False, 0)):
 
 
 def signature(name, src_bits, out_bits=0):
+    """The kernel's signature: its parameter block by value first (a tuple of
+    int64, which the launch passes as that many kernel parameters), then the
+    arrays as raw pointers (the look-back buffer as a 1-d array, for atomics)."""
     u = _UINT[src_bits]
     p = types.CPointer
     if name == "slice":
-        args = (p(u), p(u), p(types.int64))
+        args = (types.UniTuple(types.int64, size(SLICE_CUDA)), p(u), p(u))
     else:
         o = _UINT[out_bits]
-        args = (p(u), types.uint64, p(types.int64), types.uint64[::1], p(o), p(o))
-        args += (types.uint64, types.uint64, types.uint64)
+        args = (types.UniTuple(types.int64, size(NONZERO_CUDA)), p(u), types.uint64)
+        args += (types.uint64[::1], p(o), p(o), types.uint64)
     return types.void(*args)
 
 
@@ -86,21 +91,16 @@ def _compile(name, src_bits, out_bits, regs, variant):
     return cuda.jit(sig, cache=True, **opts)(fn).overloads[sig.args]
 
 
-def array_arg(ptr, n, itemsize):
-    """The launch arguments of a 1-d C-contiguous array parameter (numba's ABI:
-    meminfo, parent, size, itemsize, data, shape, strides)."""
-    return (0, 0, n, itemsize, ptr, n, itemsize)
-
-
-def launcher(k, grid, block, stream, ctx=0):
-    """A function that launches ``k`` on ``stream``, ``grid`` blocks of ``block``
-    threads, when called with the kernel's arguments (on a GPU: flat,
+def launcher(k, grid, block, stream, ctx=0, params=()):
+    """A function that launches ``k`` on stream handle ``stream``, ``grid``
+    blocks of ``block`` threads, with the parameter block ``params`` (a tuple of
+    ints) first, when called with the kernel's other arguments (on a GPU: flat,
     pointer-sized integers); ``ctx`` names the context the function handle
     belongs to.  On a GPU it is ``cuda.core.launch`` with the stream, launch
-    configuration and function handle bound, so that a caller that keeps it
-    (a repeated call's runner) skips their lookups."""
+    configuration, function handle and parameters bound, so that a caller that
+    keeps it (a plan's state for a stream) skips their lookups."""
     if SIM:
-        return k[grid, block, stream]
+        return functools.partial(k[grid, block], params)
     if not isinstance(block, tuple):
         block = (block, 1, 1)
     elif len(block) == 2:
@@ -112,7 +112,7 @@ def launcher(k, grid, block, stream, ctx=0):
 
         cfg = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
         cfg = _configs.put((grid, block), cfg)
-    return functools.partial(_core_launch(), core_stream(stream), cfg, function(k, ctx))
+    return functools.partial(_core_launch(), core_stream(stream), cfg, function(k, ctx), *params)
 
 
 @functools.cache
@@ -133,5 +133,5 @@ def function(k, ctx):
         with _first_use:
             f = _functions.get((id(k), ctx))
             if f is None:
-                f = _functions.put((id(k), ctx), k.library.get_cufunc().kernel)
+                f = _functions.put((id(k), ctx), function_handle(k))
     return f

@@ -528,13 +528,14 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 row += cuda.popc(b)
             base += 32
 
-    def nonzero_tiles(src, mask, p, status, out, count, epoch, tile_base, vec):
+    def nonzero_tiles(p, src, mask, status, out, count, vec):
         """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
         consecutive elements, 32 at a time (lane i reads element i: coalesced).
 
-        ``p`` is a :data:`~dmlnumba.params.NONZERO_CUDA` block; ``status`` the
-        look-back buffer (:mod:`dmlnumba.tile_status`), ``epoch`` this call's
-        number on it and ``tile_base`` its first tile-counter value; ``vec`` 1
+        ``p`` is a :data:`~dmlnumba.params.NONZERO_CUDA` block, passed by value
+        (a tuple of kernel parameters: nothing to allocate or upload per call);
+        ``status`` the look-back buffer (:mod:`dmlnumba.tile_status`), zeroed on
+        the stream before the launch (unused by a launch of one block); ``vec`` 1
         where the input is C-contiguous and 16-byte aligned.
         """
         src_base = p[P.src_base]
@@ -552,7 +553,6 @@ def make_nonzero(V, item, narrow=False, staged=0):
         lane = tid & 31
         warp = tid >> 5
         nwarps = cuda.blockDim.x >> 5
-        tag = ts.tag_of(epoch)
         # The layout and the write pass's divisors, one copy per block in shared
         # memory: numba zero-fills a cuda.local.array at kernel entry, so local copies
         # cost every thread their size in local-memory stores (docs/PERFORMANCE.md).
@@ -566,8 +566,9 @@ def make_nonzero(V, item, narrow=False, staged=0):
             dshift[tid] = p[P.shift + tid]
             dstrides[tid] = p[P.strides + tid]
         g = (coords, dshape, dstrides, ndim)
+        single = cuda.gridDim.x == 1  # one tile: no look-back buffer
         if tid == 0:
-            tile_info[0] = ts.take_tile(status, tile_base)
+            tile_info[0] = 0 if single else ts.take_tile(status)
         cuda.syncthreads()
         tile = tile_info[0]
         seg = 32 * items
@@ -601,12 +602,13 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 warp_rows[w] = acc
                 acc += c
             warp_rows[32] = acc
-            ts.publish(status, tile, ts.PREFIX if tile == 0 else ts.AGGREGATE, tag, acc)
-        excl = ts.look_back(status, tile, tag)
+            if not single:
+                ts.publish(status, tile, ts.PREFIX if tile == 0 else ts.AGGREGATE, acc)
+        excl = int64(0) if single else ts.look_back(status, tile)
         if tid == 0:
             acc = warp_rows[32]
             if tile != 0:
-                ts.publish(status, tile, ts.PREFIX, tag, excl + acc)
+                ts.publish(status, tile, ts.PREFIX, excl + acc)
             if tile == cuda.gridDim.x - 1:
                 count[p[P.count_pos]] = excl + acc
         cuda.syncthreads()

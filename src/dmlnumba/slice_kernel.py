@@ -23,12 +23,13 @@ LOADS = 8
 
 def make_slice(item, narrow=False):
     """The slice kernel for elements of numba type ``item`` (an unsigned integer
-    type of the element's width): ``(src, dst, p)``, ``p`` a :data:`SLICE_CUDA`
-    block.  ``narrow``: every element position of both arrays is below 2**31, and
-    the positions a thread keeps in flight are 32-bit."""
+    type of the element's width): ``(p, src, dst)``, ``p`` a :data:`SLICE_CUDA`
+    block passed by value (a tuple of kernel parameters).  ``narrow``: every
+    element position of both arrays is below 2**31, and the positions a thread
+    keeps in flight are 32-bit."""
     I = int32 if narrow else int64  # noqa: E741
 
-    def slice_copy(src, dst, p):
+    def slice_copy(p, src, dst):
         src_base = I(p[P.src_base])
         dst_base = I(p[P.dst_base])
         ndim = p[P.ndim]

@@ -173,7 +173,7 @@ def is_writeable(a):
     return a.flags.writeable
 
 
-def empty(shape, dtype, stream=None, like=None, lib=None):
+def empty(shape, dtype, stream=None, like=None, lib=None, func=None):
     return np.empty(shape, dtype)
 
 
@@ -185,7 +185,7 @@ def check_stream(stream, func):
     """Nothing to check: the API refuses ``stream=`` for CPU calls."""
 
 
-def read_count(count, stream=None):
+def read_count(count, stream=None, func=None):
     return int(count.reshape(-1)[0])
 
 
@@ -397,7 +397,7 @@ def nonzero_run(x, shape, origin, width, dtype):
     return int(cnt[0]), crd.view(dtype)
 
 
-def nonzero(x, width, count, coords, stream=None, limit=None):
+def nonzero(x, width, count, coords, stream=None, limit=None, func=None):
     """``limit``: the rows to write at most (default: every element's)."""
     cnt, cbase, _ = flat(count)
     if x.size == 0:

@@ -9,10 +9,12 @@ then, once it knows the counts of all tiles before it, its inclusive prefix (a
 words from the newest back to the first ``PREFIX``.
 
 A word is a uint64 (numba never mixes signed and unsigned 64-bit integers):
-2 kind bits, a 22-bit epoch, then a 40-bit value.  The epoch is the call's
-number on its stream, so words left by earlier calls read as ``NOT_READY`` and
-the status buffer needs no zeroing between calls.  Slot 0 of the buffer is the
-tile counter; tile ``t``'s word is slot ``t + 1``.
+2 kind bits, then a 40-bit value.  Slot 0 of the buffer is the tile counter;
+tile ``t``'s word is slot ``t + 1``.  As in CUB, the buffer belongs to one call:
+the host zeroes it on the call's stream just before the launch (a memset that a
+CUDA graph captures with the launch), so every word starts ``NOT_READY`` and the
+counter at 0, and nothing the kernel reads is host state that a replay repeats.
+An input of one tile needs no buffer: its block neither takes nor publishes.
 """
 
 import numpy as np
@@ -26,39 +28,28 @@ AGGREGATE = np.uint64(1)
 PREFIX = np.uint64(2)
 
 KIND_SHIFT = np.uint64(62)
-EPOCH_SHIFT = np.uint64(40)
-EPOCH_BITS = 22
-EPOCH_MASK = np.uint64((1 << EPOCH_BITS) - 1)
+#: Bits of a word's value: the most elements an input may have is 2**40 - 1.
 VALUE_BITS = 40
 VALUE_MASK = np.uint64((1 << VALUE_BITS) - 1)
 
 
 @device
-def tag_of(epoch):
-    """The epoch bits of this call's words."""
-    return (uint64(epoch) & EPOCH_MASK) << EPOCH_SHIFT
-
-
-@device
-def take_tile(status, tile_base):
+def take_tile(status):
     """The next tile of this call (its number from 0): tiles are taken in launch
     order, so a tile's predecessors are running or done and the look-back cannot
     wait on a block that was never scheduled."""
-    return int64(cuda.atomic.add(status, 0, uint64(1)) - uint64(tile_base))
+    return int64(cuda.atomic.add(status, 0, uint64(1)))
 
 
 @device
-def publish(status, tile, kind, tag, value):
-    cuda.atomic.exch(status, tile + 1, (kind << KIND_SHIFT) | tag | uint64(value))
+def publish(status, tile, kind, value):
+    cuda.atomic.exch(status, tile + 1, (kind << KIND_SHIFT) | uint64(value))
 
 
 @device
-def read(status, tile, tag):
-    """Tile ``tile``'s word; a word of another call reads as ``NOT_READY`` (0)."""
-    word = cuda.atomic.add(status, tile + 1, uint64(0))  # an atomic read: never a stale copy
-    if (word & (EPOCH_MASK << EPOCH_SHIFT)) != tag:
-        return uint64(0)
-    return word
+def read(status, tile):
+    """Tile ``tile``'s word (0, ``NOT_READY``, until the tile publishes)."""
+    return cuda.atomic.add(status, tile + 1, uint64(0))  # an atomic read: never a stale copy
 
 
 @device
@@ -72,7 +63,7 @@ def value_of(word):
 
 
 @device
-def look_back(status, tile, tag):
+def look_back(status, tile):
     """The exclusive prefix of ``tile`` (the sum of the values of tiles 0 to
     ``tile - 1``), found by every thread of the block together and returned to
     all of them.
@@ -111,7 +102,7 @@ def look_back(status, tile, tag):
         q = newest[0] - tid
         word = PREFIX << KIND_SHIFT  # before tile 0: an inclusive prefix of 0
         if q >= 0:
-            word = read(status, q, tag)
+            word = read(status, q)
         kind = kind_of(word)
         late = ballot(kind != AGGREGATE)  # this warp's lanes past the aggregates
         if kind != AGGREGATE and late & uint32((1 << lane) - 1) == 0:

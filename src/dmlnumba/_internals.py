@@ -1,0 +1,49 @@
+"""Every use of another package's private internals, in one place, each with the
+versions it is tested against (``tests/test_import.py`` checks the installed ones).
+
+- numba-cuda (``>=0.30.4,<0.31``, pinned in ``pyproject.toml``):
+  - :func:`function_handle`: a compiled kernel's CUDA function handle, which no
+    public API gives (``kernel.library.get_cufunc().kernel``);
+  - :func:`array_arg`: the launch arguments of a 1-d array parameter (numba's
+    array ABI);
+  - :func:`numba_device_array`: a numba ``DeviceNDArray`` over memory that an
+    owner object keeps alive (``driver.MemoryPointer`` and the array's
+    constructor, which ``cuda.from_cuda_array_interface`` calls after checks
+    that cost 10 us a call).
+- numba (``>=0.60``): none beyond the public API.
+- PyTorch: ``torch._C._cuda_getCurrentRawStream`` (the current stream's raw
+  handle, as Triton's launcher reads it; the public query is the fallback, see
+  :func:`dmlnumba.device_arrays.torch_current_stream`).
+- torch.compile: ``_dynamo_marked_constant`` on :func:`dmlnumba.api._torch_ops_ready`
+  (what ``torch.compiler.assume_constant_result`` sets, set without importing
+  torch; see :mod:`dmlnumba.torch_ops`).
+"""
+
+import numpy as np
+
+from .layout import c_strides
+
+
+def function_handle(kernel):
+    """The CUDA function handle of a compiled numba-cuda kernel (one overload)."""
+    return kernel.library.get_cufunc().kernel
+
+
+def array_arg(ptr, n, itemsize):
+    """The launch arguments of a 1-d C-contiguous array parameter (numba's ABI:
+    meminfo, parent, size, itemsize, data, shape, strides)."""
+    return (0, 0, n, itemsize, ptr, n, itemsize)
+
+
+def numba_device_array(ctx, ptr, shape, dtype, owner):
+    """A C-contiguous numba device array of ``shape`` and ``dtype`` at device address
+    ``ptr`` in numba context ``ctx``, holding ``owner`` (which keeps the memory)."""
+    from numba.cuda.cudadrv import devicearray, driver
+
+    dtype = np.dtype(dtype)
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    mem = driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(ptr), size=n, owner=owner)
+    strides = tuple(s * dtype.itemsize for s in c_strides(shape))
+    return devicearray.DeviceNDArray(shape, strides, dtype, gpu_data=mem)
