@@ -1,0 +1,159 @@
+"""PyTorch custom operators (torch.compile, torch.export, opcheck) and JAX arrays,
+on the CPU (CI installs the CPU builds of torch and jax)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dmlnumba
+
+torch = pytest.importorskip("torch")
+
+
+def _input(rng, shape=(6, 9), p=0.4):
+    return torch.from_numpy((rng.standard_normal(shape) * (rng.random(shape) < p)).astype("f4"))
+
+
+def _both(x):
+    count, coords = dmlnumba.nonzero_coordinates(x)
+    limited = dmlnumba.nonzero_coordinates(x, 2, dtype=np.int64, max_count=5)
+    window = dmlnumba.slice1(x, (1, 0), (5, 9), (-2, 3))
+    return count, coords, limited, window
+
+
+def _check(x, out):
+    count, coords, (lcount, lcoords), window = out
+    h = x.numpy()
+    want = np.argwhere(h)
+    assert int(count[0]) == len(want) == int(lcount[0])
+    assert count.dtype == torch.uint32 and lcoords.dtype == torch.int64
+    assert tuple(coords.shape) == (h.size, 2) and tuple(lcoords.shape) == (5, 2)
+    np.testing.assert_array_equal(coords[: len(want)].numpy(), want)
+    np.testing.assert_array_equal(lcoords[: min(5, len(want))].numpy(), want[:5])
+    np.testing.assert_array_equal(window.numpy(), h[5:0:-2, ::3])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_traces_to_the_operators(backend):
+    """fullgraph=True: no graph break, and the graph holds dmlnumba's operators;
+    exact over inputs of several densities (the compiled graph is reused)."""
+    seen = []
+
+    def spy(gm, example_inputs):
+        seen.append(str(gm.code))
+        return gm.forward
+
+    rng = np.random.default_rng(0)
+    torch.compile(_both, fullgraph=True, backend=spy)(_input(rng))
+    assert "torch.ops.dmlnumba.nonzero_coordinates" in seen[0]
+    assert "torch.ops.dmlnumba.slice1" in seen[0]
+    cf = torch.compile(_both, fullgraph=True, backend=backend)
+    for p in (0.0, 1.0, 0.3, 0.7):
+        x = _input(rng, p=p)
+        _check(x, cf(x))
+
+
+def test_compile_with_preallocated_outputs_and_argwhere():
+    """out= arguments become the mutating operators; argwhere has an unbacked size."""
+
+    def f(x, oc, ox, out):
+        dmlnumba.nonzero_coordinates(x, out_count=oc, out_coordinates=ox)
+        dmlnumba.slice1(x, (0, 0), (6, 9), (1, -1), out=out)
+        return dmlnumba.argwhere(x) * 1
+
+    rng = np.random.default_rng(1)
+    cf = torch.compile(f, fullgraph=True, backend="aot_eager")
+    for p in (0.0, 0.5, 1.0):
+        x = _input(rng, p=p)
+        oc, ox, out = (
+            torch.empty(1, dtype=torch.uint64),
+            torch.empty(54, 2, dtype=torch.uint64),
+            torch.empty(6, 9),
+        )
+        rows = cf(x, oc, ox, out)
+        want = np.argwhere(x.numpy())
+        np.testing.assert_array_equal(rows.numpy(), want)
+        assert int(oc[0]) == len(want)
+        np.testing.assert_array_equal(ox[: len(want)].numpy(), want)
+        np.testing.assert_array_equal(out.numpy(), x.numpy()[:, ::-1])
+
+
+def test_export_holds_the_operators():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return _both(x)
+
+    rng = np.random.default_rng(2)
+    x = _input(rng)
+    ep = torch.export.export(M(), (x,))
+    code = ep.graph_module.code
+    assert "torch.ops.dmlnumba.nonzero_coordinates.default" in code
+    assert "torch.ops.dmlnumba.slice1.default" in code
+    for p in (0.0, 0.5, 1.0):
+        y = _input(rng, p=p)
+        _check(y, ep.module()(y))
+
+
+def test_opcheck_on_cpu():
+    """torch.library.opcheck on inputs whose every returned row is defined (rows past
+    the count are unspecified, so the checks' comparisons would see garbage)."""
+    import dmlnumba.torch_ops  # noqa: F401
+
+    ops = torch.ops.dmlnumba
+    rng = np.random.default_rng(3)
+    x = _input(rng, (5, 7))
+    k = int((x != 0).sum())
+    torch.library.opcheck(
+        ops.nonzero_coordinates.default, (torch.ones(3, 4), None, torch.uint32, None)
+    )
+    torch.library.opcheck(ops.nonzero_coordinates.default, (x, 2, torch.int64, k))
+    torch.library.opcheck(ops.nonzero_coordinates.default, (x, None, torch.uint64, 0))
+    torch.library.opcheck(ops.slice1.default, (x, [1, 0], [4, 7], [-1, 3], None))
+    torch.library.opcheck(ops.slice1.default, (x, [0, 2], [5, 5], [2, -2], [2, 3]))
+    torch.library.opcheck(
+        ops.slice1_out.default, (x, [1, 0], [4, 7], [-1, 3], None, x.new_empty(4, 3))
+    )
+    torch.library.opcheck(
+        ops.nonzero_coordinates_out.default,
+        (
+            torch.ones(2, 3),
+            None,
+            None,
+            torch.empty(1, dtype=torch.int64),
+            torch.empty(6, 2, dtype=torch.int64),
+        ),
+    )
+
+
+def test_eager_calls_do_not_register_the_operators():
+    """Eager calls run the kernels directly: the operators' module is imported only
+    when a call is traced (or asked for)."""
+    code = (
+        "import sys, torch, dmlnumba\n"
+        "dmlnumba.nonzero_coordinates(torch.ones(3))\n"
+        "dmlnumba.slice1(torch.ones(3), (0,), (3,), (-1,))\n"
+        "assert 'dmlnumba.torch_ops' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_jax_cpu_arrays_in_give_jax_arrays_out():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(5)
+    h = (rng.random((7, 5)) < 0.4).astype(np.float32) * 2
+    x = jnp.asarray(h)
+    count, coords = dmlnumba.nonzero_coordinates(x)
+    assert isinstance(count, jax.Array) and isinstance(coords, jax.Array)
+    want = np.argwhere(h)
+    assert int(count[0]) == len(want)
+    np.testing.assert_array_equal(np.asarray(coords)[: len(want)], want)
+    s = dmlnumba.slice1(x, *dmlnumba.window(h.shape, np.s_[::-1, 1::2]))
+    assert isinstance(s, jax.Array)
+    np.testing.assert_array_equal(np.asarray(s), h[::-1, 1::2])
+    a = dmlnumba.argwhere(x)
+    assert isinstance(a, jax.Array)
+    np.testing.assert_array_equal(np.asarray(a), want)
