@@ -35,15 +35,24 @@ def array_arg(ptr, n, itemsize):
     return (0, 0, n, itemsize, ptr, n, itemsize)
 
 
+_numba: dict = {}  # numba-cuda's classes, imported on first use
+
+
 def numba_device_array(ctx, ptr, shape, dtype, owner):
     """A C-contiguous numba device array of ``shape`` and ``dtype`` at device address
     ``ptr`` in numba context ``ctx``, holding ``owner`` (which keeps the memory)."""
-    from numba.cuda.cudadrv import devicearray, driver
+    if not _numba:
+        from numba.cuda.cudadrv import devicearray, driver
 
+        _numba.update(
+            array=devicearray.DeviceNDArray,
+            pointer=driver.MemoryPointer,
+            address=driver.binding.CUdeviceptr,
+        )
     dtype = np.dtype(dtype)
     n = dtype.itemsize
     for d in shape:
         n *= d
-    mem = driver.MemoryPointer(ctx, driver.binding.CUdeviceptr(ptr), size=n, owner=owner)
+    mem = _numba["pointer"](ctx, _numba["address"](ptr), size=n, owner=owner)
     strides = tuple(s * dtype.itemsize for s in c_strides(shape))
-    return devicearray.DeviceNDArray(shape, strides, dtype, gpu_data=mem)
+    return _numba["array"](shape, strides, dtype, gpu_data=mem)

@@ -146,8 +146,8 @@ def _fresh_key(input, device, stream):
         return None
     tp = type(input)
     if tp is np.ndarray:
-        if device is None or device == "cpu":
-            return (tp, input.dtype, input.shape, input.strides)
+        if device is None or device == "cpu" or device == "cuda":
+            return (tp, input.dtype, input.shape, input.strides, device)
         return None
     if device is not None:
         return None
@@ -481,6 +481,10 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
         _torch_ops_ready()
         return _modules["torch"].ops.dmlnumba.argwhere(input)
     key, run = _nonzero_runner("argwhere", input, None, np.int64, None, device, stream)
+    if run is not None and run.target is not target_cpu:
+        # On a GPU the count is read back (a wait, which dominates), and a capture
+        # must be refused first: the general path.
+        key = run = None
     if run is not None:
         lib, target, call = run.lib, run.target, None
         count, coords = run(input)

@@ -507,12 +507,27 @@ def _new_view(shape, dtype):
 
 
 def _fast_ok(x, lib):
-    return not SIM and x.host is None and x.device is None and x.size
+    return not SIM and x.device is None and x.size
 
 
 def _bare(x):
     """``x`` without its array (a runner must not keep its first input alive)."""
     return DeviceView(None, x.shape, x.strides, x.dtype, 0, False)
+
+
+def _source(x, ptr_of, func):
+    """A runner's input: ``(layout, read)``, ``read(obj, handle)`` giving ``(address,
+    buffer to free after the launch or None)``.  A NumPy input sent to the GPU is
+    uploaded, C-contiguous, per call (refused inside a capture)."""
+    if x.host is None:
+        return x, lambda obj, handle: (ptr_of(obj), None)
+
+    def read(obj, handle):
+        refuse_capture(handle, func, "copies a NumPy input to the GPU")
+        buf, ptr = upload(np.ascontiguousarray(obj), handle)
+        return ptr, buf
+
+    return _new_view(x.shape, x.dtype), read
 
 
 def nonzero_runner(x, width, dtype, rows, lib):
@@ -525,12 +540,16 @@ def nonzero_runner(x, width, dtype, rows, lib):
     ptr_of, handle, alloc, scr = library_io(lib, x)
     new_count, new_coords = alloc((1,), dtype), alloc((rows, width), dtype)
     count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
-    plan = nonzero_plan(_bare(x), width, count, coords, rows)
-    go = plan.launch
+    x, read = _source(x, ptr_of, "nonzero_coordinates")
+    go = nonzero_plan(_bare(x), width, count, coords, rows).launch
 
     def run(obj):
+        h = handle()
+        xp, buf = read(obj, h)
         c, xs = new_count(), new_coords()
-        go(handle(), ptr_of(obj), ptr_of(xs), ptr_of(c), scr)
+        go(h, xp, ptr_of(xs), ptr_of(c), scr)
+        if buf is not None:
+            _release(buf, h)
         return c, xs
 
     return run
@@ -542,12 +561,16 @@ def slice1_runner(x, starts, steps, out_shape, lib):
         return None
     ptr_of, handle, alloc, _ = library_io(lib, x)
     new_out = alloc(tuple(out_shape), x.dtype)
-    plan = slice_plan(_bare(x), starts, steps, _new_view(tuple(out_shape), x.dtype))
-    go = plan.launch
+    x, read = _source(x, ptr_of, "slice1")
+    go = slice_plan(_bare(x), starts, steps, _new_view(tuple(out_shape), x.dtype)).launch
 
     def run(obj):
+        h = handle()
+        xp, buf = read(obj, h)
         o = new_out()
-        go(handle(), ptr_of(obj), ptr_of(o))
+        go(h, xp, ptr_of(o))
+        if buf is not None:
+            _release(buf, h)
         return o
 
     return run
