@@ -6,10 +6,11 @@ versions it is tested against (``tests/test_import.py`` checks the installed one
     public API gives (``kernel.library.get_cufunc().kernel``);
   - :func:`array_arg`: the launch arguments of a 1-d array parameter (numba's
     array ABI);
-  - :func:`numba_device_array`: a numba ``DeviceNDArray`` over memory that an
-    owner object keeps alive (``driver.MemoryPointer`` and the array's
-    constructor, which ``cuda.from_cuda_array_interface`` calls after checks
-    that cost 10 us a call).
+  - :func:`numba_device_array`, :func:`numba_array_maker`: a numba
+    ``DeviceNDArray`` over memory that an owner object keeps alive
+    (``driver.MemoryPointer`` and the array's constructor, which
+    ``cuda.from_cuda_array_interface`` calls after checks that cost 10 us a call;
+    the maker copies the attributes of one array made by the constructor).
 - numba (``>=0.60``): none beyond the public API.
 - PyTorch: ``torch._C._cuda_getCurrentRawStream`` (the current stream's raw
   handle, as Triton's launcher reads it; the public query is the fallback, see
@@ -38,9 +39,7 @@ def array_arg(ptr, n, itemsize):
 _numba: dict = {}  # numba-cuda's classes, imported on first use
 
 
-def numba_device_array(ctx, ptr, shape, dtype, owner):
-    """A C-contiguous numba device array of ``shape`` and ``dtype`` at device address
-    ``ptr`` in numba context ``ctx``, holding ``owner`` (which keeps the memory)."""
+def _numba_classes():
     if not _numba:
         from numba.cuda.cudadrv import devicearray, driver
 
@@ -49,10 +48,36 @@ def numba_device_array(ctx, ptr, shape, dtype, owner):
             pointer=driver.MemoryPointer,
             address=driver.binding.CUdeviceptr,
         )
+    return _numba
+
+
+def numba_device_array(ctx, ptr, shape, dtype, owner):
+    """A C-contiguous numba device array of ``shape`` and ``dtype`` at device address
+    ``ptr`` in numba context ``ctx``, holding ``owner`` (which keeps the memory)."""
+    nb = _numba_classes()
     dtype = np.dtype(dtype)
     n = dtype.itemsize
     for d in shape:
         n *= d
-    mem = _numba["pointer"](ctx, _numba["address"](ptr), size=n, owner=owner)
+    mem = nb["pointer"](ctx, nb["address"](ptr), size=n, owner=owner)
     strides = tuple(s * dtype.itemsize for s in c_strides(shape))
-    return _numba["array"](shape, strides, dtype, gpu_data=mem)
+    return nb["array"](shape, strides, dtype, gpu_data=mem)
+
+
+def numba_array_maker(ctx, shape, dtype):
+    """A function ``make(ptr, owner)`` giving what :func:`numba_device_array` gives,
+    for repeated calls: each array a copy of one made once (its layout, worked out
+    by numba's constructor in 5 us, is the same), with its own memory pointer."""
+    nb = _numba_classes()
+    template = numba_device_array(ctx, 0, shape, dtype, None).__dict__
+    size = template["gpu_data"].size
+    cls, pointer, address, new = nb["array"], nb["pointer"], nb["address"], object.__new__
+
+    def make(ptr, owner):
+        a = new(cls)
+        d = a.__dict__
+        d.update(template)
+        d["gpu_data"] = pointer(ctx, address(ptr), size, owner)
+        return a
+
+    return make

@@ -21,6 +21,7 @@ and recurses on it.)
 
 import functools
 import operator
+import sys
 
 import numpy as np
 from numba import config as _nbconfig
@@ -310,10 +311,25 @@ def capturing(handle):
     return err != driver.CUresult.CUDA_SUCCESS or int(status) != 0
 
 
+def _library_capturing():
+    """Whether PyTorch's or CuPy's current stream is being captured (work on the
+    legacy stream then breaks a global-mode capture on any other stream, so this is
+    asked before the driver's query, which such a capture may refuse)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        if torch.cuda.is_current_stream_capturing():
+            return True
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and cupy.cuda.get_current_stream().is_capturing()
+
+
 def refuse_capture(handle, func, what):
-    """ValueError naming ``func`` where the stream is being captured: ``what`` (for
-    example "reads the count back") cannot be part of a CUDA graph."""
-    if capturing(handle):
+    """ValueError naming ``func`` where a capture is under way (on the call's stream,
+    or on PyTorch's or CuPy's current stream): ``what`` (for example "reads the
+    count back") cannot be part of a CUDA graph."""
+    if SIM:
+        return
+    if _library_capturing() or (handle and capturing(handle)):
         raise ValueError(
             f"{func}(): this call {what}, which a CUDA graph cannot capture; make it "
             f"outside the capture, or capture nonzero_coordinates / slice1 on device "
@@ -402,13 +418,8 @@ def pool_buffer(nbytes, handle, device=None, func=None):
     call), a ValueError: memory that a graph allocates is the graph's, and an
     array over it would outlive it."""
     dev = _device_id(device)
-    mr = _pools.get(dev)
-    if mr is None:
-        from cuda.core import DeviceMemoryResource
-
-        mr = _pools[dev] = DeviceMemoryResource(dev)
     try:
-        return mr.allocate(max(nbytes, 1), stream=core_stream(handle))
+        return _pool(dev).allocate(max(nbytes, 1), stream=core_stream(handle))
     except RuntimeError:
         if not capturing(handle):
             raise
@@ -420,6 +431,22 @@ def pool_buffer(nbytes, handle, device=None, func=None):
 
         mr = _graph_pools[dev] = GraphMemoryResource(dev)
     return mr.allocate(max(nbytes, 1), stream=core_stream(handle))
+
+
+def _pool(dev):
+    mr = _pools.get(dev)
+    if mr is None:
+        from cuda.core import DeviceMemoryResource
+
+        mr = _pools[dev] = DeviceMemoryResource(dev)
+    return mr
+
+
+def _numba_context(dev):
+    ctx = _contexts.get(dev)
+    if ctx is None:
+        ctx = _contexts[dev] = cuda.current_context()
+    return ctx
 
 
 def _context_query():
@@ -444,11 +471,9 @@ def numba_over(buf, shape, dtype, device=None):
     not through ``cuda.from_cuda_array_interface``, whose checks cost 10 us."""
     from ._internals import numba_device_array
 
-    dev = _device_id(device)
-    ctx = _contexts.get(dev)
-    if ctx is None:
-        ctx = _contexts[dev] = cuda.current_context()
-    return numba_device_array(ctx, int(buf.handle), tuple(shape), dtype, buf)
+    return numba_device_array(
+        _numba_context(_device_id(device)), int(buf.handle), tuple(shape), dtype, buf
+    )
 
 
 def _pool_array(shape, dtype, handle, device, func="dmlnumba"):
@@ -486,6 +511,7 @@ def new_array(lib, shape, dtype, handle, like, func="dmlnumba"):
                 return cupy.empty(shape, dtype)
             with cupy.cuda.ExternalStream(handle):  # CuPy's pool keeps its free blocks per stream
                 return cupy.empty(shape, dtype)
+    refuse_capture(handle, func, "allocates new numba device arrays (pass out= arrays)")
     return _pool_array(shape, dtype, handle, like.device, func)
 
 
@@ -530,7 +556,22 @@ def library_io(lib, v):
         )
 
     def numba_alloc(shape, dt):
-        return functools.partial(_pool_array, shape, dt, 0, None, "nonzero_coordinates")
+        # Bound once: the pool's allocation on the legacy stream, and numba's array
+        # made by copying one made once (numba_array_maker).
+        from ._internals import numba_array_maker
+
+        dev = _device_id(None)
+        n = dt.itemsize
+        for d in shape:
+            n *= d
+        take = functools.partial(_pool(dev).allocate, max(n, 1), stream=core_stream(0))
+        make = numba_array_maker(_numba_context(dev), tuple(shape), dt)
+
+        def new():
+            buf = take()
+            return make(int(buf.handle), buf)
+
+        return new
 
     return (
         (lambda a: a.device_ctypes_pointer.value),
