@@ -53,8 +53,7 @@ CUDA_NONZERO_32BIT_BELOW = 1 << 31
 #: CUDA nonzero: register cap per thread, every variant (0: the compiler's
 #: choice, about 60).  At 40 the kernels spill (the count pass's loads in flight,
 #: the staged write pass); 56 measured 2-23% faster on the H100 across 1-d,
-#: reversed, strided and multi-dimensional inputs (docs/PERFORMANCE.md,
-#: 2026-11-22 about 13:05 and 19:20 UTC).
+#: reversed, strided and multi-dimensional inputs (docs/PERFORMANCE.md, "Settings").
 CUDA_NONZERO_MAX_REGISTERS = 56
 
 #: CUDA slice1: about how many elements of a row each thread copies (its share
@@ -63,7 +62,7 @@ CUDA_SLICE_ITEMS = 8
 
 #: CUDA slice1: consecutive rows each tile walks (amortizes the divisions that
 #: locate a tile's first row).  Short tiles also keep the last wave of tiles short:
-#: 8 beat 32 on every window measured (docs/PERFORMANCE.md, 2026-11-22 09:40 UTC).
+#: 8 beat 32 on every window measured (docs/PERFORMANCE.md, "Settings").
 CUDA_SLICE_ROWS = 8
 
 #: CUDA slice1: fewer rows a tile where CUDA_SLICE_ROWS would leave fewer tiles
