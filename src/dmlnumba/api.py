@@ -117,7 +117,12 @@ def _numpy_nonzero_key(f, input, width, dtype, max_count):
 def _nonzero_runner(f, input, width, dtype, max_count, device, stream):
     """``(key, runner)`` of a repeated nonzero call into new outputs: the key None
     where this is not such a call, the runner None where none is kept yet."""
-    if (width is None or type(width) is int) and (max_count is None or type(max_count) is int):
+    if (
+        (width is None or type(width) is int)
+        and (max_count is None or type(max_count) is int)
+        # dtypes whose hash runs none of the caller's code (it could change the input)
+        and (type(dtype) is type or type(dtype) is str or issubclass(type(dtype), np.dtype))
+    ):
         key: tuple[Any, ...] | None = None
         if type(input) is np.ndarray and stream is None and (device is None or device == "cpu"):
             key = _numpy_nonzero_key(f, input, width, dtype, max_count)
@@ -187,6 +192,8 @@ def slice1(
             if run is not None:
                 return run(input)
     f = "slice1"
+    # Read once, before the input's layout: a parameter's __index__ may change the input.
+    offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
     if is_dask(input):
         from . import chunked
 
@@ -248,8 +255,8 @@ def nonzero_coordinates(
     if given.  On CUDA the count stays on the device and the call does not wait
     for the GPU.
 
-    ``max_count`` bounds the coordinates matrix: it gets ``max_count`` rows (not
-    ``input.size``) and holds the first ``min(count, max_count)`` coordinates,
+    ``max_count`` bounds the coordinates matrix: it gets ``min(max_count,
+    input.size)`` rows and holds the first ``min(count, max_count)`` coordinates,
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
@@ -261,6 +268,8 @@ def nonzero_coordinates(
             and stream is None
             and (width is None or type(width) is int)
             and (max_count is None or type(max_count) is int)
+            # dtypes whose hash runs none of the caller's code (it could change the input)
+            and (type(dtype) is type or type(dtype) is str or issubclass(type(dtype), np.dtype))
         ):
             # _nonzero_runner's NumPy case without the call through it, and
             # _numpy_nonzero_key's tuple built in place: 0.3-0.5 us of a 1000-element
@@ -309,7 +318,10 @@ def _nonzero(
 ):
     """``(library, target, count, coordinates, call)``; ``call`` is None where the
     call ran through a new runner (stored under ``key``, the caller's
-    :func:`_nonzero_runner`, which found none), else ``(stream, input, count view)``."""
+    :func:`_nonzero_runner`, which found none), else ``(stream, input, count view)``.
+    CPU argwhere: ``count`` is None and ``coordinates`` the compact rows."""
+    # Read once, before the input's layout: a parameter's __index__ may change the input.
+    width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
     if is_dask(input):
         from . import chunked
 

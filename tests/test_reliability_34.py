@@ -1,0 +1,148 @@
+"""Regression tests for issue 34: parameters that change the input while they are read,
+calls from several threads under numba's workqueue layer, ``-W error`` without a
+cache directory, argwhere's memory, max_count, bad settings, masked dask chunks and
+messages that name their function."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import dmlnumba
+
+from devices import CUDA, SIM
+
+
+def _python(code, env=None, args=(), timeout=600):
+    """Run ``code`` in a fresh interpreter; return its CompletedProcess."""
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(
+        [sys.executable, *args, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=e,
+    )
+
+
+# ---------------------------------------------------------------- 1. parameters changing the input
+
+
+def test_parameters_that_reshape_or_resize_the_input_never_read_past_it():
+    # Was: the window was checked against the input's old layout and walked over its
+    # new one: a read 2**40 bytes past a 1 MiB buffer (a segfault), or wrong results.
+    r = _python("""
+        import collections.abc
+        import numpy as np, dmlnumba
+
+        N = 1 << 20
+
+        class Index:
+            def __init__(self, value, act):
+                self.value, self.act = value, act
+            def __index__(self):
+                self.act()
+                return self.value
+
+        class Seq(collections.abc.Sequence):
+            def __init__(self, values, act, on):
+                self.values, self.act, self.on = values, act, on
+            def __len__(self):
+                if self.on == "len":
+                    self.act()
+                return len(self.values)
+            def __getitem__(self, i):
+                return self.values[i]
+            def __iter__(self):
+                if self.on == "iter":
+                    self.act()
+                return iter(self.values)
+
+        def attempt(call, x, window):
+            # "error" (naming the function), or whether the result is the window of the
+            # input's layout after the call (where that window exists).
+            try:
+                r = call()
+            except (ValueError, TypeError) as e:
+                return "error" if str(e).startswith(("slice1()", "nonzero_")) else str(e)
+            offsets, sizes = window
+            if any(o + s > n for o, s, n in zip(offsets, sizes, x.shape)):
+                return "wrong: no such window"
+            want = x[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))]
+            return "right" if r.tolist() == want.tolist() else "wrong"
+
+        def column():
+            x = np.zeros((N, 1), np.uint8)
+            x[-1] = 7
+            return x
+
+        def flip(x):
+            def act():
+                x.shape = (1, N)
+            return act
+
+        w = ((N - 1, 0), (1, 1))
+        for out in [None, np.zeros((1, 1), np.uint8)]:
+            x = column()
+            o = (Index(N - 1, flip(x)), 0)
+            print(attempt(lambda: dmlnumba.slice1(x, o, (1, 1), (1, 1), out=out), x, w))
+        for on in ("len", "iter"):
+            x = column()
+            s = Seq((1, 1), flip(x), on)
+            print(attempt(lambda: dmlnumba.slice1(x, (N - 1, 0), s, (1, 1)), x, w))
+        x = np.arange(N, dtype=np.uint8)
+        def shrink():
+            x.resize((16,), refcheck=False)
+        o = (Index(N - 1, shrink),)
+        print(attempt(lambda: dmlnumba.slice1(x, o, (1,), (1,)), x, ((N - 1,), (1,))))
+        # A reshape that makes the window valid: the result is the new layout's window.
+        x = np.arange(16, dtype=np.int16).reshape(4, 4)
+        def wide():
+            x.shape = (2, 8)
+        o = (1, Index(5, wide))
+        print(attempt(lambda: dmlnumba.slice1(x, o, (1, 3), (1, 1)), x, ((1, 5), (1, 3))))
+        # nonzero_coordinates: width and dtype read before the input's shape.
+        x = np.arange(16, dtype=np.float32).reshape(1, 16)
+        def tall():
+            x.shape = (16, 1)
+        try:
+            dmlnumba.nonzero_coordinates(x, Index(1, tall))
+        except ValueError as e:
+            print(str(e).split(":")[0])
+        class DType:
+            @property
+            def dtype(self):
+                x.shape = (16,)
+                return np.dtype(np.uint32)
+        x = np.arange(16, dtype=np.float32).reshape(4, 4)
+        count, coords = dmlnumba.nonzero_coordinates(x, dtype=DType())
+        print(int(count[0]), coords.shape, coords[:15].ravel().tolist() == list(range(1, 16)))
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert all(line in ("error", "right") for line in lines[:5]), lines
+    assert lines[5:] == [
+        "right",
+        "nonzero_coordinates()",
+        "15 (16, 1) True",
+    ]
+
+
+# ---------------------------------------------------------------- 6. max_count
+
+
+def test_max_count_past_the_input_gives_input_size_rows():
+    # Was: max_count rows, here 2**32 - 1 of them (16 GiB).
+    x = np.array([0, 3, 0, 5, 1], np.float32)
+    count, coords = dmlnumba.nonzero_coordinates(x, max_count=2**32 - 1)
+    assert coords.shape == (5, 1) and int(count[0]) == 3
+    np.testing.assert_array_equal(coords[:3], np.argwhere(x))
+    out = np.full((5, 1), 9, np.uint32)  # input.size rows are enough for any max_count
+    count, coords = dmlnumba.nonzero_coordinates(x, max_count=100, out_coordinates=out)
+    assert coords is out and int(count[0]) == 3
+    np.testing.assert_array_equal(out[:3], np.argwhere(x))
