@@ -133,6 +133,41 @@ def test_parameters_that_reshape_or_resize_the_input_never_read_past_it():
     ]
 
 
+# ---------------------------------------------------------------- 2. threads under workqueue
+
+
+def test_threads_making_parallel_calls_under_the_workqueue_layer():
+    # Was: "Numba workqueue threading layer is terminating: Concurrent access has been
+    # detected", and the process aborted.
+    r = _python(
+        """
+        import threading
+        import numpy as np, numba, dmlnumba
+
+        x = (np.arange(1 << 21) % 3).astype(np.float32).reshape(1 << 11, 1 << 10)
+        want = np.argwhere(x)
+        bad = []
+
+        def work():
+            for _ in range(6):
+                if not np.array_equal(dmlnumba.argwhere(x), want):
+                    bad.append("argwhere")
+                if not np.array_equal(dmlnumba.slice1(x, (0, 0), x.shape, (-1, 1)), x[::-1]):
+                    bad.append("slice1")
+
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print(numba.threading_layer(), bad)
+    """,
+        {"NUMBA_THREADING_LAYER": "workqueue"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == "workqueue []\n"
+
+
 # ---------------------------------------------------------------- 6. max_count
 
 

@@ -77,6 +77,36 @@ def _threads_ok():
         return True
 
 
+#: Held by the thread whose kernel runs on numba's threads, until a parallel call has
+#: shown that numba's threading layer takes parallel regions from several threads at
+#: once: tbb and omp do; workqueue aborts the process ("Concurrent access has been
+#: detected"), so under it one parallel region runs at a time, for good.
+_pool = threading.Lock()
+_pool_shared = False
+
+
+def _run_parallel(parallel, serial, key, *args):
+    """``parallel(*args)`` on numba's threads; ``serial(*args)`` on this thread where
+    another thread's parallel region runs and numba's layer may not take two (the
+    same results either way)."""
+    global _pool_shared
+    if _pool_shared:
+        return _run(parallel, key + ("parallel",), *args)
+    if not _pool.acquire(blocking=False):
+        return _run(serial, key, *args)
+    try:
+        result = _run(parallel, key + ("parallel",), *args)
+        import numba
+
+        try:
+            _pool_shared = numba.threading_layer() != "workqueue"
+        except ValueError:  # no pool started (NUMBA_DISABLE_JIT): keep to one at a time
+            pass
+    finally:
+        _pool.release()
+    return result
+
+
 def _copy(src, src_base, dst, dst_base, geom, size):
     """Run the slice kernel over ``size`` output elements: on numba's threads
     where the copy is large enough to gain from them."""
@@ -85,9 +115,10 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     nchunks = -(-size // chunk)
     key = ("slice1", 8 * src.itemsize) + _read_only_key(src)
     if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
-        _run(
+        _run_parallel(
             k.slice_copy_parallel,
-            key + ("parallel",),
+            k.slice_copy,
+            key,
             src,
             src_base,
             dst,
@@ -133,7 +164,7 @@ def _nonzero_with(p, src, out, count):
     k = kernels()
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize) + _read_only_key(src)
     if _parallel(p) and _threads_ok():
-        _run(k.nonzero_parallel, key + ("parallel",), src, p, out, count)
+        _run_parallel(k.nonzero_parallel, k.nonzero, key, src, p, out, count)
     else:
         _run(k.nonzero, key, src, p, out, count)
 
