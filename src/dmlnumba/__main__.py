@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 import dmlnumba
+from dmlnumba.target_cpu import ARGWHERE_BUFFER_MAX
 
 
 def _host(a):
@@ -56,7 +57,8 @@ def compile_all(device=None, stream=sys.stderr):
     (all threads), writeable and (CPU) read-only inputs, and nonzero's coordinates
     of each dtype in rows of one column (CUDA: the width-1 kernel) and of two
     (CUDA: the unstaged kernel; 32-bit rows take the staged write pass, a kernel
-    for each of 2 to 8 columns).  Returns the seconds taken."""
+    for each of 2 to 8 columns), and (CPU) argwhere's count and write passes.  Returns
+    the seconds taken."""
     import logging
 
     from . import config
@@ -87,6 +89,12 @@ def _compile_steps(device, stream, config):
                 dmlnumba.slice1(a, (0,), (n,), (-1,), out=out, device=device)
                 continue
             dmlnumba.nonzero_coordinates(a, dtype=c, device=device)
+            if cpu and c == "uint64":
+                # argwhere past its worst-case buffer: passes of their own (serial below
+                # CPU_PARALLEL_MIN elements, parallel from it).
+                m = max(n, ARGWHERE_BUFFER_MAX + 1)
+                b = np.ones(m, t)
+                dmlnumba.argwhere(b if a.flags.writeable else _read_only(b))
             # Rows of several columns: on CUDA, 32-bit ones take a staged kernel a
             # width, wider ones the unstaged kernel.
             cuda_rows = c == "uint32" and str(device).startswith("cuda")

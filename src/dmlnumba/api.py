@@ -345,6 +345,12 @@ def _nonzero(
             f"{f}(): input has {x.size} elements; the {target.name} target counts "
             f"at most {target.MAX_ELEMENTS}"
         )
+    if f == "argwhere" and target is target_cpu:  # the compact rows, counted first
+        run = target.argwhere_runner(x)
+        if key is not None:
+            run.lib, run.target = lib, target
+            _remember(key, run)
+        return lib, target, None, run(x), None
     if key is not None:
         run = target.nonzero_runner(x, w, dt, rows, lib)
         if run is not None:
@@ -400,18 +406,26 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions), as an array
     of the input's library (PyTorch, CuPy, numba or NumPy).
 
-    On CUDA this reads the count back to the host, so it waits for the GPU once.
+    Lists and tuples are read as ``numpy.asarray`` reads them.  On the CPU an input
+    of more than 65536 elements is counted first, so that no worst-case buffer is
+    allocated.  On CUDA this reads the count back to the host, so it waits for the
+    GPU once.
     """
     key, run = _nonzero_runner("argwhere", input, None, np.int64, None, device, stream)
     if run is not None:
+        if run.target is target_cpu:  # the compact rows
+            return run(input)
         lib, target, call = run.lib, run.target, None
         count, coords = run(input)
     else:
+        input = v.argwhere_input(input)
         lib, target, count, coords, call = _nonzero(
             input, None, np.int64, None, None, None, device, stream, "argwhere", key
         )
     if target is None:  # a dask array: the compact rows, lazily
         return coords
+    if count is None:  # the CPU's compact rows
+        return _as_library(lib, target, coords)
     if call is None:  # a repeated call into new outputs, on the library's current stream
         n = int(count[0])
         rows = coords[:n]

@@ -374,5 +374,9 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     return total, coords
 
 
-def argwhere(x, device, f="argwhere"):
-    return nonzero(x, None, np.int64, None, device, f)[1]
+def argwhere(x, device, f="argwhere", op=None):
+    """The compact coordinates of :func:`nonzero`, as ``numpy.argwhere`` gives them;
+    ``op``: as for :func:`nonzero` (default: ``dmlnumba.nonzero_coordinates``)."""
+    if op is None:
+        from .api import nonzero_coordinates as op
+    return nonzero(x, None, np.int64, None, device, f, op)[1]
