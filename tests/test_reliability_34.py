@@ -168,6 +168,34 @@ def test_threads_making_parallel_calls_under_the_workqueue_layer():
     assert r.stdout == "workqueue []\n"
 
 
+# ---------------------------------------------------------------- 3. -W error, no cache directory
+
+
+def test_cache_warning_under_w_error_is_raised_by_every_call_alike():
+    # Was: the first call raised the warning from inside the kernels' import and later
+    # calls succeeded silently (dmlnumba half initialised).
+    r = _python(
+        """
+        import warnings
+        from numba.core import caching
+        caching.CacheImpl._locator_classes = []       # what numba finds with nowhere to write
+        import numpy as np, dmlnumba
+        x = np.ones((3, 4))
+        for _ in range(3):
+            try:
+                dmlnumba.argwhere(x)
+                print("returned")
+            except RuntimeWarning as e:
+                print("raised", "no writable cache directory" in str(e))
+        warnings.simplefilter("ignore")
+        print(dmlnumba.argwhere(x).shape, dmlnumba.argwhere(x).shape)
+    """,
+        args=("-W", "error"),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["raised True"] * 3 + ["(12, 2) (12, 2)"]
+
+
 # ---------------------------------------------------------------- 5. argwhere
 
 
