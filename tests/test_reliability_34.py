@@ -274,3 +274,34 @@ def test_max_count_past_the_input_gives_input_size_rows():
     count, coords = dmlnumba.nonzero_coordinates(x, max_count=100, out_coordinates=out)
     assert coords is out and int(count[0]) == 3
     np.testing.assert_array_equal(out[:3], np.argwhere(x))
+
+
+# ---------------------------------------------------------------- 7. bad settings
+
+
+def test_a_bad_setting_never_breaks_the_import_and_dask_refuses_it_at_once():
+    # Was: DMLNUMBA_CPU_SLICE_CHUNK=--5 made `import dmlnumba` raise; dask graphs were
+    # built and failed inside a task.
+    r = _python(
+        """
+        import numpy as np, dask.array as da, dmlnumba
+        x = da.ones((4, 4), chunks=2)
+        for call in (
+            lambda: dmlnumba.slice1(np.ones(3), (0,), (3,), (1,)),
+            lambda: dmlnumba.slice1(x, (0, 0), (2, 2), (1, 1)),
+            lambda: dmlnumba.nonzero_coordinates(x),
+            lambda: dmlnumba.argwhere(x),
+        ):
+            try:
+                call()
+                print("built")
+            except ValueError as e:
+                print(e)
+    """,
+        {"DMLNUMBA_CPU_SLICE_CHUNK": "--5"},
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 4
+    for line, f in zip(lines, ["slice1", "slice1", "nonzero_coordinates", "argwhere"]):
+        assert line.startswith(f"{f}(): environment variable DMLNUMBA_CPU_SLICE_CHUNK='--5'")

@@ -77,6 +77,7 @@ def _prepare(x, device, f):
     """``(x, kind)``: the array with its chunks where ``device`` says, and their kind."""
     from dask.array.utils import meta_from_array
 
+    config.check_env(f)
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise ValueError(
             f"{f}(): input has unknown chunk sizes; call input.compute_chunk_sizes() first"
