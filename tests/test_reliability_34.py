@@ -305,3 +305,23 @@ def test_a_bad_setting_never_breaks_the_import_and_dask_refuses_it_at_once():
     assert len(lines) == 4
     for line, f in zip(lines, ["slice1", "slice1", "nonzero_coordinates", "argwhere"]):
         assert line.startswith(f"{f}(): environment variable DMLNUMBA_CPU_SLICE_CHUNK='--5'")
+
+
+# ---------------------------------------------------------------- 8. masked dask chunks
+
+
+def test_dask_arrays_of_masked_chunks_are_refused_while_the_graph_is_built():
+    # Was: refused inside a task, by "dask block()".
+    da = pytest.importorskip("dask.array")
+    m = np.ma.masked_array(np.arange(6.0), mask=[0, 1, 0, 0, 0, 0])
+    for x in (
+        da.from_array(m, chunks=3),
+        da.ma.masked_array(da.arange(6.0, chunks=3), mask=da.zeros(6, chunks=3, dtype=bool)),
+    ):
+        for f, call in [
+            ("slice1", lambda: dmlnumba.slice1(x, (0,), (6,), (1,))),
+            ("nonzero_coordinates", lambda: dmlnumba.nonzero_coordinates(x)),
+            ("argwhere", lambda: dmlnumba.argwhere(x)),
+        ]:
+            with pytest.raises(TypeError, match=rf"^{f}\(\): input is a dask array of numpy.ma"):
+                call()
