@@ -325,3 +325,38 @@ def test_dask_arrays_of_masked_chunks_are_refused_while_the_graph_is_built():
         ]:
             with pytest.raises(TypeError, match=rf"^{f}\(\): input is a dask array of numpy.ma"):
                 call()
+
+
+# ---------------------------------------------------------------- 9. messages
+
+
+@pytest.mark.parametrize(
+    "index,exc",
+    [
+        (slice(None, None, 0), ValueError),
+        (slice(0.5, 3), TypeError),
+        ((Ellipsis, slice(0, "a")), TypeError),
+    ],
+)
+def test_window_slice_errors_name_window(index, exc):
+    # Was: Python's own "slice step cannot be zero" / "slice indices must be integers".
+    with pytest.raises(exc, match=r"^window\(\): the slice .* of dimension 0"):
+        dmlnumba.window((4,), index)
+
+
+@pytest.mark.skipif(CUDA or SIM, reason="needs a machine where CUDA is unavailable")
+@pytest.mark.parametrize(
+    "argv", [["--device", "cuda", "--no-timing"], ["compile", "--device", "cuda"]]
+)
+def test_command_line_without_a_gpu_prints_one_line(argv):
+    r = subprocess.run(
+        [sys.executable, "-m", "dmlnumba", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "no usable CUDA GPU" in lines[0], r.stderr

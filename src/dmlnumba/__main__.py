@@ -108,6 +108,18 @@ def _compile_steps(device, stream, config):
     return took
 
 
+def _check_device(device):
+    """Raise before anything is printed where ``device`` cannot be used here (or a
+    DMLNUMBA_* setting is bad)."""
+    from . import config
+    from .dispatch import _cuda_device, parse_device
+
+    config.check_env("dmlnumba")
+    dev = parse_device(device, "dmlnumba")
+    if dev is not None and dev[0] == "cuda":
+        _cuda_device(dev, "dmlnumba")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["compile"]:
@@ -118,6 +130,7 @@ def main(argv=None):
         )
         p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
         args = p.parse_args(argv[1:])
+        _check_device(args.device)
         compile_all(args.device)
         return
     p = argparse.ArgumentParser(prog="python -m dmlnumba", description=__doc__)
@@ -127,6 +140,7 @@ def main(argv=None):
     p.add_argument("--no-timing", action="store_true")
     args = p.parse_args(argv)
     dev = args.device
+    _check_device(dev)
     print(f"dmlnumba {dmlnumba.__version__}, device={dev or 'default (cpu for NumPy input)'}\n")
 
     x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
@@ -178,5 +192,19 @@ def main(argv=None):
     print("\nFull side-by-side tables: python -m dmlnumba.bench (see docs/PERFORMANCE.md)")
 
 
+def cli(argv=None):
+    """:func:`main` for the command line: an error (a device that cannot be used, a bad
+    setting) is one line on stderr and exit status 1, not a traceback."""
+    try:
+        main(argv)
+    except (ValueError, TypeError, OSError) as e:
+        print(f"python -m dmlnumba: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("python -m dmlnumba: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(cli())
