@@ -126,6 +126,12 @@ def int_tuple(values, name, ndim, func):
     """``values`` as a tuple of ``ndim`` Python ints, each within int64 (see
     :func:`int_values`); anything but a sequence is a TypeError, a wrong length a
     ValueError."""
+    if type(values) is tuple and len(values) == ndim:  # the common case, checked fast
+        for v in values:
+            if type(v) is not int or v < INT64_MIN or v > INT64_MAX:
+                break
+        else:
+            return values
     if type(values) is not tuple and not _is_sequence(values):
         raise TypeError(
             f"{func}(): {name} must be a sequence of {ndim} integers, not {type(values).__name__}"
@@ -145,6 +151,17 @@ def slice1_args(offsets, sizes, strides, output_sizes, f="slice1"):
     it) has done so before the window is checked against the input's shape.  A
     parameter that is no sequence is returned as it is, for :func:`slice1_params`
     to refuse with the input's rank in the message."""
+    if (
+        type(offsets) is tuple
+        and type(sizes) is tuple
+        and type(strides) is tuple
+        and (output_sizes is None or type(output_sizes) is tuple)
+    ):
+        for v in offsets + sizes + strides + (output_sizes or ()):
+            if type(v) is not int:
+                break
+        else:  # Python ints in tuples (the common case): nothing of the caller's to run
+            return offsets, sizes, strides, output_sizes
     return tuple(
         p if p is None or not _is_sequence(p) else int_values(p, name, f)
         for p, name in (
