@@ -1,6 +1,7 @@
 """Stress: random calls against NumPy from many threads in several processes and a fork pool.
 
     python scripts/stress.py [--seconds 600] [--processes 2] [--threads 8] [--fork-workers 2]
+                             [--threading-layer {default,omp,tbb,workqueue}]
 
 Each of ``--processes`` spawned processes runs ``--threads`` threads; each thread makes
 random calls (slice1, nonzero_coordinates, argwhere; every dtype, 1 to 6 dimensions,
@@ -9,6 +10,11 @@ and on all of them, new and caller-given outputs) and checks every result bit fo
 against NumPy.  The main process also makes calls (so that its thread pool is running)
 and then feeds a fork-based pool the same kind of work.  It prints one line per process
 and a total, and exits 1 if any call failed or any worker died.
+
+``--threading-layer`` (default: ``$NUMBA_THREADING_LAYER``, else numba's choice) sets
+``NUMBA_THREADING_LAYER`` for every process; the run stops at once if numba cannot load
+it.  tbb needs ``pip install tbb`` (and ``LD_LIBRARY_PATH=$VIRTUAL_ENV/lib`` where numba
+does not find ``libtbb.so.12``).
 """
 
 import argparse
@@ -118,7 +124,17 @@ def process_main(tag, seconds, threads, queue):
         t.start()
     for t in ts:
         t.join()
-    queue.put((tag, sum(c[0] for c in counts), failures[:5], len(failures)))
+    queue.put((tag, sum(c[0] for c in counts), failures[:5], len(failures), _layer()))
+
+
+def _layer():
+    """numba's threading layer in this process ("none" where no parallel region ran)."""
+    import numba
+
+    try:
+        return numba.threading_layer()
+    except ValueError:
+        return "none"
 
 
 def _fork_task(seed):
@@ -136,7 +152,13 @@ def main(argv=None):
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--fork-workers", type=int, default=2)
+    p.add_argument(
+        "--threading-layer",
+        choices=["default", "omp", "tbb", "workqueue"],
+        default=os.environ.get("NUMBA_THREADING_LAYER", "default"),
+    )
     a = p.parse_args(argv)
+    os.environ["NUMBA_THREADING_LAYER"] = a.threading_layer  # before numba is imported
     import dmlnumba
 
     t0 = time.monotonic()
@@ -144,6 +166,13 @@ def main(argv=None):
     rng = np.random.default_rng(1)
     x = rng.integers(0, 2, size=(64, 1024)).astype(np.float32)
     assert len(dmlnumba.argwhere(x)) == np.count_nonzero(x)
+    big = rng.integers(0, 2, size=(1 << 21,)).astype(np.uint8)  # a parallel region
+    assert len(dmlnumba.argwhere(big)) == np.count_nonzero(big)
+    layer = _layer()
+    if a.threading_layer != "default" and layer != a.threading_layer:
+        print(f"numba runs the {layer} threading layer, not {a.threading_layer}")
+        return 1
+    print(f"threading layer: {layer}")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     procs = [
@@ -174,8 +203,8 @@ def main(argv=None):
     print(
         f"fork pool ({a.fork_workers} workers): {fork_calls} calls, {len(fork_failures)} failures"
     )
-    for tag, n, fails, nfail in sorted(results):
-        print(f"{tag} ({a.threads} threads): {n} calls, {nfail} failures")
+    for tag, n, fails, nfail, used in sorted(results):
+        print(f"{tag} ({a.threads} threads, {used}): {n} calls, {nfail} failures")
         total += n
         failed += nfail
         for f in fails:

@@ -9,6 +9,7 @@ CI runs this file under ``NUMBA_BOUNDSCHECK=1`` too, so a kernel handed an array
 its checks never saw fails loudly there instead of writing out of bounds.
 """
 
+import collections.abc
 import math
 import operator
 
@@ -424,3 +425,151 @@ def test_argwhere_argument_surface(x, device):
 def test_fuzz_saw_cuda_refused():
     with pytest.raises(ValueError, match=r"^argwhere\(\)"):
         dmlnumba.argwhere(np.ones(2), device="cuda")
+
+
+# ---------------------------------------------------------------- parameters that change the input
+
+
+class _Index:
+    """An integer whose ``__index__`` first changes the input."""
+
+    def __init__(self, value, act):
+        self.value, self.act = value, act
+
+    def __index__(self):
+        self.act()
+        return self.value
+
+
+class _Seq(collections.abc.Sequence):
+    """A sequence of integers whose ``__len__`` or ``__iter__`` first changes the input."""
+
+    def __init__(self, values, act, on):
+        self.values, self.act, self.on = values, act, on
+
+    def __len__(self):
+        if self.on == "len":
+            self.act()
+        return len(self.values)
+
+    def __getitem__(self, i):
+        return self.values[i]
+
+    def __iter__(self):
+        if self.on == "iter":
+            self.act()
+        return iter(self.values)
+
+
+class _DType:
+    """A dtype-like object whose ``dtype`` attribute first changes the input."""
+
+    def __init__(self, act):
+        self.act = act
+
+    @property
+    def dtype(self):
+        self.act()
+        return np.dtype(np.uint32)
+
+
+@st.composite
+def _changing_input(draw):
+    """``(x, act)``: a C-contiguous array that owns its memory, and a function that
+    changes it the same way however often it runs: a new shape of the same size, a
+    resize (a new buffer, larger or smaller), or new values written into it."""
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=4)))
+    dtype = draw(st.sampled_from(["uint8", "int16", "float32", "float64"]))
+    x = np.empty(shape, dtype)  # owns its memory (a resize may replace it)
+    x[...] = (np.arange(x.size) % 3).reshape(shape)
+    how = draw(st.sampled_from(["reshape", "resize", "write"]))
+    if how == "reshape":
+        new = draw(st.permutations(shape + (1,) * draw(st.integers(0, 2))))
+        new = tuple(new)
+
+        def act():
+            x.shape = new
+
+    elif how == "resize":
+        new = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+
+        def act():
+            if x.shape != new:
+                x.resize(new, refcheck=False)
+
+    else:
+        fill = draw(st.integers(0, 1))
+
+        def act():
+            x[...] = fill
+
+    event(f"input changed by {how}")
+    return x, act
+
+
+def _wrap(draw, values, act):
+    """``values`` (a tuple of ints) with ``act`` in one of its hooks, or as it is."""
+    hook = draw(st.sampled_from(["__index__", "__len__", "__iter__", "none"]))
+    if hook == "__index__" and values:
+        i = draw(st.integers(0, len(values) - 1))
+        return values[:i] + (_Index(values[i], act),) + values[i + 1 :]
+    if hook in ("__len__", "__iter__"):
+        return _Seq(values, act, hook[2:-2])
+    return values
+
+
+@given(st.data())
+def test_parameters_that_change_the_input(data):
+    """A parameter whose ``__index__``, ``__len__`` or ``__iter__`` (or a dtype whose
+    ``dtype``) reshapes, resizes or writes the input: the call gives the result for
+    the input as the kernel saw it (its layout after the call, checked against it) or
+    raises ValueError/TypeError; never a read past a buffer (CI runs this under
+    NUMBA_BOUNDSCHECK=1, which would raise IndexError)."""
+    draw = data.draw
+    x, act = draw(_changing_input())
+    op = draw(st.sampled_from(["slice1", "nonzero"]))
+    if op == "slice1":
+        ndim = x.ndim
+        off = tuple(draw(st.integers(0, 2)) for _ in range(ndim))
+        siz = tuple(draw(st.integers(1, 3)) for _ in range(ndim))
+        stp = tuple(draw(st.sampled_from([1, 2, -1, -3])) for _ in range(ndim))
+        params = [off, siz, stp]
+        k = draw(st.integers(0, 2))
+        params[k] = _wrap(draw, params[k], act)
+        try:
+            r = dmlnumba.slice1(x, *params)
+        except (ValueError, TypeError) as e:
+            event("slice1 raised")
+            assert str(e).startswith("slice1(): ")
+            # The parameters really are out of range for the input as it is now.
+            if x.ndim == ndim:
+                assert any(o + s > n for o, s, n in zip(off, siz, x.shape))
+            return
+        event("slice1 returned")
+        assert x.ndim == ndim
+        np.testing.assert_array_equal(r, _expected_window(x, off, siz, stp, None))
+        return
+    width = draw(st.one_of(st.none(), st.integers(0, 4)))
+    hook = draw(st.sampled_from(["width", "max_count", "dtype"]))
+    max_count = None
+    dtype = np.uint32
+    if hook == "width" and width is not None:
+        width = _Index(width, act)
+    elif hook == "max_count":
+        max_count = _Index(draw(st.integers(0, 70)), act)
+    else:
+        dtype = _DType(act)
+    try:
+        count, coords = dmlnumba.nonzero_coordinates(x, width, dtype=dtype, max_count=max_count)
+    except (ValueError, TypeError) as e:
+        event("nonzero raised")
+        assert str(e).startswith("nonzero_coordinates(): ")
+        return
+    event("nonzero returned")
+    ref = np.argwhere(x)
+    k = int(count[0])
+    assert k == len(ref)
+    m = k if max_count is None else min(k, max_count.value)
+    w = coords.shape[1]
+    assert coords.shape[0] >= m and w <= x.ndim
+    np.testing.assert_array_equal(coords[:m], ref[:m, x.ndim - w :])

@@ -435,7 +435,7 @@ def test_max_count_bounds_the_rows_and_keeps_the_true_count(device, density, sha
     for m in sorted({0, n // 2, n, n + 3}):
         count, coords = dmlnumba.nonzero_coordinates(to_device(x, device), max_count=m)
         count, coords = to_host(count), to_host(coords)
-        assert coords.shape == (m, x.ndim)
+        assert coords.shape == (min(m, x.size), x.ndim)  # never more rows than elements
         assert int(count[0]) == n
         k = min(n, m)
         np.testing.assert_array_equal(coords[:k], ref[:k])

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 import dmlnumba
+from dmlnumba.target_cpu import ARGWHERE_BUFFER_MAX
 
 
 def _host(a):
@@ -56,7 +57,8 @@ def compile_all(device=None, stream=sys.stderr):
     (all threads), writeable and (CPU) read-only inputs, and nonzero's coordinates
     of each dtype in rows of one column (CUDA: the width-1 kernel) and of two
     (CUDA: the unstaged kernel; 32-bit rows take the staged write pass, a kernel
-    for each of 2 to 8 columns).  Returns the seconds taken."""
+    for each of 2 to 8 columns), and (CPU) argwhere's count and write passes.  Returns
+    the seconds taken."""
     import logging
 
     from . import config
@@ -87,6 +89,12 @@ def _compile_steps(device, stream, config):
                 dmlnumba.slice1(a, (0,), (n,), (-1,), out=out, device=device)
                 continue
             dmlnumba.nonzero_coordinates(a, dtype=c, device=device)
+            if cpu and c == "uint64":
+                # argwhere past its worst-case buffer: passes of their own (serial below
+                # CPU_PARALLEL_MIN elements, parallel from it).
+                m = max(n, ARGWHERE_BUFFER_MAX + 1)
+                b = np.ones(m, t)
+                dmlnumba.argwhere(b if a.flags.writeable else _read_only(b))
             # Rows of several columns: on CUDA, 32-bit ones take a staged kernel a
             # width, wider ones the unstaged kernel.
             cuda_rows = c == "uint32" and str(device).startswith("cuda")
@@ -100,6 +108,18 @@ def _compile_steps(device, stream, config):
     return took
 
 
+def _check_device(device):
+    """Raise before anything is printed where ``device`` cannot be used here (or a
+    DMLNUMBA_* setting is bad)."""
+    from . import config
+    from .dispatch import _cuda_device, parse_device
+
+    config.check_env("dmlnumba")
+    dev = parse_device(device, "dmlnumba")
+    if dev is not None and dev[0] == "cuda":
+        _cuda_device(dev, "dmlnumba")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["compile"]:
@@ -110,6 +130,7 @@ def main(argv=None):
         )
         p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
         args = p.parse_args(argv[1:])
+        _check_device(args.device)
         compile_all(args.device)
         return
     p = argparse.ArgumentParser(prog="python -m dmlnumba", description=__doc__)
@@ -119,6 +140,7 @@ def main(argv=None):
     p.add_argument("--no-timing", action="store_true")
     args = p.parse_args(argv)
     dev = args.device
+    _check_device(dev)
     print(f"dmlnumba {dmlnumba.__version__}, device={dev or 'default (cpu for NumPy input)'}\n")
 
     x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
@@ -170,5 +192,19 @@ def main(argv=None):
     print("\nFull side-by-side tables: python -m dmlnumba.bench (see docs/PERFORMANCE.md)")
 
 
+def cli(argv=None):
+    """:func:`main` for the command line: an error (a device that cannot be used, a bad
+    setting) is one line on stderr and exit status 1, not a traceback."""
+    try:
+        main(argv)
+    except (ValueError, TypeError, OSError) as e:
+        print(f"python -m dmlnumba: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("python -m dmlnumba: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(cli())

@@ -187,7 +187,17 @@ def _numpy_nonzero_key(f, input, width, dtype, max_count):
 def _nonzero_runner(f, input, width, dtype, max_count, device, stream):
     """``(key, runner)`` of a repeated nonzero call into new outputs: the key None
     where this is not such a call, the runner None where none is kept yet."""
-    if (width is None or type(width) is int) and (max_count is None or type(max_count) is int):
+    if (
+        (width is None or type(width) is int)
+        and (max_count is None or type(max_count) is int)
+        # dtypes whose hash runs none of the caller's code (it could change the input)
+        and (
+            type(dtype) is type
+            or type(dtype) is str
+            or issubclass(type(dtype), np.dtype)
+            or type(dtype).__module__ == "torch"
+        )
+    ):
         key: tuple[Any, ...] | None = None
         if type(input) is np.ndarray and stream is None and (device is None or device == "cpu"):
             key = _numpy_nonzero_key(f, input, width, dtype, max_count)
@@ -264,6 +274,8 @@ def slice1(
             if run is not None:
                 return run(input)
     f = "slice1"
+    # Read once, before the input's layout: a parameter's __index__ may change the input.
+    offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
     if is_dask(input):
         from . import chunked
 
@@ -321,8 +333,8 @@ def nonzero_coordinates(
     if given.  On CUDA the count stays on the device and the call does not wait
     for the GPU.
 
-    ``max_count`` bounds the coordinates matrix: it gets ``max_count`` rows (not
-    ``input.size``) and holds the first ``min(count, max_count)`` coordinates,
+    ``max_count`` bounds the coordinates matrix: it gets ``min(max_count,
+    input.size)`` rows and holds the first ``min(count, max_count)`` coordinates,
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
@@ -346,6 +358,13 @@ def nonzero_coordinates(
             and stream is None
             and (width is None or type(width) is int)
             and (max_count is None or type(max_count) is int)
+            # dtypes whose hash runs none of the caller's code (it could change the input)
+            and (
+                type(dtype) is type
+                or type(dtype) is str
+                or issubclass(type(dtype), np.dtype)
+                or type(dtype).__module__ == "torch"
+            )
         ):
             # _nonzero_runner's NumPy case without the call through it, and
             # _numpy_nonzero_key's tuple built in place: 0.3-0.5 us of a 1000-element
@@ -394,7 +413,10 @@ def _nonzero(
 ):
     """``(library, target, count, coordinates, call)``; ``call`` is None where the
     call ran through a new runner (stored under ``key``, the caller's
-    :func:`_nonzero_runner`, which found none), else ``(stream, input, count view)``."""
+    :func:`_nonzero_runner`, which found none), else ``(stream, input, count view)``.
+    CPU argwhere: ``count`` is None and ``coordinates`` the compact rows."""
+    # Read once, before the input's layout: a parameter's __index__ may change the input.
+    width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
     if is_dask(input):
         from . import chunked
 
@@ -420,6 +442,12 @@ def _nonzero(
             f"{f}(): input has {x.size} elements; the {target.name} target counts "
             f"at most {target.MAX_ELEMENTS}"
         )
+    if f == "argwhere" and target is target_cpu:  # the compact rows, counted first
+        run = target.argwhere_runner(x)
+        if key is not None:
+            run.lib, run.target = lib, target
+            _remember(key, run)
+        return lib, target, None, run(x), None
     if key is not None:
         run = target.nonzero_runner(x, w, dt, rows, lib)
         if run is not None:
@@ -475,7 +503,10 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions), as an array
     of the input's library (PyTorch, CuPy, numba or NumPy).
 
-    On CUDA this reads the count back to the host, so it waits for the GPU once.
+    Lists and tuples are read as ``numpy.asarray`` reads them.  On the CPU an input
+    of more than 65536 elements is counted first, so that no worst-case buffer is
+    allocated.  On CUDA this reads the count back to the host, so it waits for the
+    GPU once.
     """
     if _traced(input):
         _torch_ops_ready()
@@ -486,14 +517,19 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
         # must be refused first: the general path.
         key = run = None
     if run is not None:
+        if run.target is target_cpu:  # the compact rows
+            return run(input)
         lib, target, call = run.lib, run.target, None
         count, coords = run(input)
     else:
+        input = v.argwhere_input(input)
         lib, target, count, coords, call = _nonzero(
             input, None, np.int64, None, None, None, device, stream, "argwhere", key
         )
     if target is None:  # a dask array: the compact rows, lazily
         return coords
+    if count is None:  # the CPU's compact rows
+        return _as_library(lib, target, coords)
     if call is None:  # a repeated call into new outputs, on the library's current stream
         n = int(count[0])
         rows = coords[:n]

@@ -44,6 +44,11 @@ from .dispatch import DeviceUnavailableError, parse_device
 
 
 def _kind(meta, f):
+    if isinstance(meta, np.ma.MaskedArray):
+        raise TypeError(
+            f"{f}(): input is a dask array of numpy.ma.MaskedArray chunks, whose masks dmlnumba "
+            f"would ignore; pass dask.array.ma.filled(input, 0) instead"
+        )
     mod = (type(meta).__module__ or "").split(".")[0]
     if mod not in ("numpy", "cupy"):
         raise TypeError(
@@ -77,6 +82,7 @@ def _prepare(x, device, f):
     """``(x, kind)``: the array with its chunks where ``device`` says, and their kind."""
     from dask.array.utils import meta_from_array
 
+    config.check_env(f)
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise ValueError(
             f"{f}(): input has unknown chunk sizes; call input.compute_chunk_sizes() first"
@@ -272,7 +278,7 @@ def stripes(shape, itemsize, limit):
     return tuple(chunks)
 
 
-def _nonzero_block(op, block, width, dtype, offsets, kind, shape):
+def _nonzero_block(op, block, width, dtype, offsets, kind, shape, f):
     """``(count, coordinates)`` of one block (a stripe of the array of ``shape``, whose
     first element sits at ``offsets``): its compact coordinates in ascending order,
     in the whole array's terms.  ``op`` is the in-memory
@@ -282,7 +288,7 @@ def _nonzero_block(op, block, width, dtype, offsets, kind, shape):
 
         with target_cpu.one_thread():
             n, coords = target_cpu.nonzero_run(
-                v.host_array(block, "input", "dask block"), shape, offsets, width, dtype
+                v.host_array(block, "input", f), shape, offsets, width, dtype
             )
         first_col = width  # written in the array's terms already: nothing to shift
     else:
@@ -354,7 +360,17 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     keys = []
     for i, idx in enumerate(itertools.product(*(range(len(c)) for c in x.chunks))):
         offsets = tuple(edges[d][j] for d, j in enumerate(idx))
-        layer[(blocks, i)] = (_nonzero_block, op, (x.name,) + idx, w, dt, offsets, kind, x.shape)
+        layer[(blocks, i)] = (
+            _nonzero_block,
+            op,
+            (x.name,) + idx,
+            w,
+            dt,
+            offsets,
+            kind,
+            x.shape,
+            f,
+        )
         # Each block's count as a task of its own: the total and the scan move integers
         # between workers, never a block's coordinates.
         layer[(counts, i)] = (_count_of, (blocks, i))
@@ -374,5 +390,9 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     return total, coords
 
 
-def argwhere(x, device, f="argwhere"):
-    return nonzero(x, None, np.int64, None, device, f)[1]
+def argwhere(x, device, f="argwhere", op=None):
+    """The compact coordinates of :func:`nonzero`, as ``numpy.argwhere`` gives them;
+    ``op``: as for :func:`nonzero` (default: ``dmlnumba.nonzero_coordinates``)."""
+    if op is None:
+        from .api import nonzero_coordinates as op
+    return nonzero(x, None, np.int64, None, device, f, op)[1]

@@ -3,7 +3,10 @@ first call that explains itself.
 
 - :func:`jit` is ``numba.njit(cache=True)``, except where numba finds no writable
   cache location (a read-only install, no home directory): then the kernels
-  compile in memory, and one warning says so.
+  compile in memory, and one warning says so, at the first kernel call (never
+  while the kernels' module is imported: under ``-W error`` a warning raised there
+  would leave it half made).  Under ``-W error`` every call that would compile
+  raises it, until one call has emitted it.
 - :func:`run` calls a kernel.  The first call of each specialisation (kernel and
   bit widths) in a process is watched: if it takes more than a second (numba is
   compiling), one log line says what is happening and which command compiles
@@ -32,6 +35,9 @@ log = logging.getLogger("dmlnumba")
 _dispatchers: list[Any] = []
 _warm: set[tuple] = set()
 _lock = threading.Lock()
+#: Whether a kernel compiles without numba's cache, and whether the warning saying so
+#: has been emitted (returned from ``warnings.warn``: not raised as an error).
+_no_cache = False
 _warned_no_cache = False
 
 #: Seconds a first call may take before the compile notice is logged (a first call
@@ -47,20 +53,13 @@ def jit(func: Callable | None = None, **opts: Any) -> Any:
         return lambda f: jit(f, **opts)
     from numba import njit
 
-    global _warned_no_cache
+    global _no_cache
     try:
         d = njit(cache=True, **opts)(func)
     except RuntimeError as e:  # numba: "cannot cache function ...: no locator available"
         if "cannot cache" not in str(e):
             raise
-        if not _warned_no_cache:
-            _warned_no_cache = True
-            warnings.warn(
-                "dmlnumba: numba has no writable cache directory here, so kernels compile in "
-                "memory on every run; set NUMBA_CACHE_DIR to a writable directory to keep them",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        _no_cache = True
         d = njit(**opts)(func)
     _dispatchers.append(d)
     return d
@@ -92,7 +91,23 @@ def run(kernel: Callable, key: tuple, *args: Any) -> Any:
     return _first_call(kernel, key, args)
 
 
+def _warn_no_cache() -> None:
+    """The warning that kernels compile in memory, once a process: it counts as
+    emitted only once ``warnings.warn`` returns (under ``-W error`` it raises, from
+    every first call, before anything is computed)."""
+    global _warned_no_cache
+    if _no_cache and not _warned_no_cache:
+        warnings.warn(
+            "dmlnumba: numba has no writable cache directory here, so kernels compile in "
+            "memory on every run; set NUMBA_CACHE_DIR to a writable directory to keep them",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        _warned_no_cache = True
+
+
 def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
+    _warn_no_cache()
     name = "/".join(str(k) for k in key)
     timer = threading.Timer(
         NOTICE_AFTER,

@@ -105,12 +105,20 @@ _RANGES = {
 }
 
 #: What was wrong with the environment's settings (None: nothing); every call
-#: raises it as a ValueError, so that ``import dmlnumba`` itself never fails.
+#: raises it as a ValueError (:func:`check_env`), so that ``import dmlnumba`` itself
+#: never fails.
 ENV_ERROR = None
+
+
+def check_env(func):
+    """Raise the environment's error (:data:`ENV_ERROR`), if any, as a ValueError of ``func``."""
+    if ENV_ERROR:
+        raise ValueError(f"{func}(): {ENV_ERROR}")
 
 
 def _from_env():
     import os
+    import re
 
     global ENV_ERROR
     g = globals()
@@ -120,15 +128,15 @@ def _from_env():
         if raw is None:
             continue
         t = raw.strip()
-        ok = t.isascii() and t.lstrip("-").isdigit() and lo <= int(t) <= hi and int(t) % mult == 0
-        if not ok:
+        value = int(t) if re.fullmatch(r"-?[0-9]+", t) else None
+        if value is None or not lo <= value <= hi or value % mult:
             every = f", a multiple of {mult}" if mult > 1 else ""
             ENV_ERROR = (
                 f"environment variable {var}={raw!r} is not valid: it must be an integer "
                 f"from {lo} to {hi}{every} (or unset)"
             )
             continue
-        g[k] = int(t)
+        g[k] = value
 
 
 _from_env()

@@ -763,3 +763,73 @@ def _nonzero_driver(parallel):
 
 nonzero = _nonzero_driver(False)
 nonzero_parallel = _nonzero_driver(True)
+
+
+def _passes_driver(parallel):
+    """The nonzero driver's two passes as drivers of their own (for argwhere, which
+    allocates its result between them): :func:`count_blocks` then, into exactly as
+    many rows as it counted, :func:`write_blocks`.  ``loop``: see
+    :func:`_slice_driver`."""
+    loop = prange if parallel else range
+
+    def count_blocks(src, p, rows):
+        """Pass 1 of ``nonzero``: ``rows[b]`` becomes block ``b``'s first output row
+        and ``rows[nblocks]`` the count (``rows`` has ``nblocks + 1`` entries)."""
+        mask = src.dtype.type(p[P.mask])
+        src_base = p[P.src_base]
+        first = p[P.first]
+        n = p[P.n]
+        block = p[P.block]
+        nblocks = p[P.nblocks]
+        contiguous = p[P.contiguous] != 0
+        ndim = p[P.ndim]
+        shape = p[P.shape : P.shape + ndim]
+        strides = p[P.strides : P.strides + ndim]
+        rows[0] = 0
+        for b in loop(nblocks):
+            rows[b + 1] = _count_block(
+                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
+            )
+        _scan(rows, nblocks)
+
+    def write_blocks(src, p, out, rows):
+        """Pass 2 of ``nonzero``: each block's coordinates into its rows, from
+        ``rows`` (:func:`count_blocks`'), those below the limit in ``p``."""
+        mask = src.dtype.type(p[P.mask])
+        src_base = p[P.src_base]
+        first = p[P.first]
+        n = p[P.n]
+        block = p[P.block]
+        nblocks = p[P.nblocks]
+        contiguous = p[P.contiguous] != 0
+        limit = p[P.limit]
+        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
+        ndim = p[P.ndim]
+        shape = p[P.shape : P.shape + ndim]
+        strides = p[P.strides : P.strides + ndim]
+        for b in loop(nblocks):
+            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
+            _write_block(
+                src,
+                src_base,
+                mask,
+                shape,
+                strides,
+                first,
+                n,
+                block,
+                np.int64(b),
+                out,
+                w,
+                lo,
+                hi,
+                contiguous,
+            )
+
+    return jit(parallel=parallel, nogil=True)(count_blocks), jit(parallel=parallel, nogil=True)(
+        write_blocks
+    )
+
+
+count_blocks, write_blocks = _passes_driver(False)
+count_blocks_parallel, write_blocks_parallel = _passes_driver(True)

@@ -77,6 +77,36 @@ def _threads_ok():
         return True
 
 
+#: Held by the thread whose kernel runs on numba's threads, until a parallel call has
+#: shown that numba's threading layer takes parallel regions from several threads at
+#: once: tbb and omp do; workqueue aborts the process ("Concurrent access has been
+#: detected"), so under it one parallel region runs at a time, for good.
+_pool = threading.Lock()
+_pool_shared = False
+
+
+def _run_parallel(parallel, serial, key, *args):
+    """``parallel(*args)`` on numba's threads; ``serial(*args)`` on this thread where
+    another thread's parallel region runs and numba's layer may not take two (the
+    same results either way)."""
+    global _pool_shared
+    if _pool_shared:
+        return _run(parallel, key + ("parallel",), *args)
+    if not _pool.acquire(blocking=False):
+        return _run(serial, key, *args)
+    try:
+        result = _run(parallel, key + ("parallel",), *args)
+        import numba
+
+        try:
+            _pool_shared = numba.threading_layer() != "workqueue"
+        except ValueError:  # no pool started (NUMBA_DISABLE_JIT): keep to one at a time
+            pass
+    finally:
+        _pool.release()
+    return result
+
+
 def _copy(src, src_base, dst, dst_base, geom, size):
     """Run the slice kernel over ``size`` output elements: on numba's threads
     where the copy is large enough to gain from them."""
@@ -85,9 +115,10 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     nchunks = -(-size // chunk)
     key = ("slice1", 8 * src.itemsize) + _read_only_key(src)
     if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
-        _run(
+        _run_parallel(
             k.slice_copy_parallel,
-            key + ("parallel",),
+            k.slice_copy,
+            key,
             src,
             src_base,
             dst,
@@ -133,7 +164,7 @@ def _nonzero_with(p, src, out, count):
     k = kernels()
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize) + _read_only_key(src)
     if _parallel(p) and _threads_ok():
-        _run(k.nonzero_parallel, key + ("parallel",), src, p, out, count)
+        _run_parallel(k.nonzero_parallel, k.nonzero, key, src, p, out, count)
     else:
         _run(k.nonzero, key, src, p, out, count)
 
@@ -353,6 +384,75 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
         return cnt, crd
 
     return run
+
+
+#: argwhere of at most this many elements writes its rows into a worst-case buffer
+#: (at most 4 MiB: this many rows of 8 columns) and keeps the rows used: one kernel
+#: call.  A larger input is counted first, then its rows are written into the
+#: compact result, so that it needs no more memory than numpy.argwhere.
+ARGWHERE_BUFFER_MAX = 1 << 16
+
+
+def argwhere_runner(x):
+    """A function that gives ``numpy.argwhere`` of any input laid out like ``x`` (the
+    compact int64 rows), as :func:`slice1_runner` does for slice1."""
+    if x.size > min(ARGWHERE_BUFFER_MAX, config.CPU_NONZERO_BLOCK):
+        return lambda x: argwhere(x)
+    run = nonzero_runner(x, x.ndim, np.dtype(np.int64), x.size)
+
+    def small(x):
+        count, coords = run(x)
+        n = int(count[0])
+        rows = coords[:n]
+        return rows.copy() if 2 * n < coords.shape[0] else rows  # give unused rows back
+
+    return small
+
+
+def argwhere(x):
+    """``numpy.argwhere`` of ``x``: its non-zero elements counted block by block, then
+    their rows written into the result, of exactly that many rows (the rows a
+    worst-case buffer would take are never allocated).  The same passes as
+    :func:`nonzero`'s, in two kernel calls."""
+    n = x.size
+    w = x.ndim
+    if n == 0:
+        return np.empty((0, w), np.int64)
+    src, sbase, sstr = flat(x)
+    p = _params(
+        config.CPU_NONZERO_BLOCK,
+        x.dtype,
+        shape=x.shape,
+        strides=sstr,
+        src_base=sbase,
+        first=0,
+        n=n,
+        out_base=0,
+        rs=w,
+        cs=1,
+        width=w,
+        count_pos=0,
+        contiguous=bool(x.flags.c_contiguous),
+        limit=n,
+    )
+    k = kernels()
+    bits = (8 * src.itemsize,) + _read_only_key(src)
+    rows = np.empty(p[NONZERO_CPU.nblocks] + 1, np.int64)
+    parallel = _parallel(p) and _threads_ok()
+    if parallel:
+        _run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, src, p, rows)
+    else:
+        _run(k.count_blocks, ("count",) + bits, src, p, rows)
+    count = int(rows[-1])
+    coords = np.empty((count, w), np.int64)
+    if count:
+        out = coords.reshape(-1).view(np.uint64)
+        key = ("write", bits[0], 64) + bits[1:]
+        if parallel:
+            _run_parallel(k.write_blocks_parallel, k.write_blocks, key, src, p, out, rows)
+        else:
+            _run(k.write_blocks, key, src, p, out, rows)
+    return coords
 
 
 def nonzero_run(x, shape, origin, width, dtype):

@@ -12,6 +12,7 @@ import operator
 
 import numpy as np
 
+from .arrays import is_cuda_array, is_dask
 from .caches import Bounded
 
 MAX_DIMS = 8
@@ -75,14 +76,24 @@ def check_ndim(ndim, func, name="input"):
         )
 
 
-def int_tuple(values, name, ndim, func):
-    """``values`` as a tuple of ``ndim`` Python ints, each within int64.
+def _is_sequence(values):
+    """Whether ``values`` is read as a parameter's sequence of integers: a NumPy array
+    (checked by :func:`int_values`) or an ordered sequence (not a string).  A dict
+    would be read by its keys, a set in hash order, an iterator only once."""
+    if isinstance(values, np.ndarray):
+        return True
+    return not isinstance(values, (str, bytes)) and isinstance(
+        values, (tuple, list, range, collections.abc.Sequence)
+    )
 
-    Accepts any sequence or 1-d array of integers (Python or NumPy); bools,
-    floats and other types are TypeErrors, a wrong length or an int64 overflow a
-    ValueError.
-    """
-    if type(values) is tuple and len(values) == ndim:  # the common case, checked fast
+
+def int_values(values, name, func):
+    """The elements of ``values`` (an ordered sequence or a 1-d array of integers,
+    Python or NumPy) as a tuple of Python ints, each within int64: bools, floats
+    and other types are TypeErrors, an int64 overflow a ValueError.  Every
+    ``__len__``, ``__iter__`` and ``__index__`` of the caller's objects runs here,
+    once."""
+    if type(values) is tuple:  # the common case, checked fast
         for v in values:
             if type(v) is not int or v < INT64_MIN or v > INT64_MAX:
                 break
@@ -94,17 +105,6 @@ def int_tuple(values, name, ndim, func):
         if values.dtype.kind not in "iu":
             raise TypeError(f"{func}(): {name} must hold integers, not {values.dtype}")
         values = values.tolist()
-    elif isinstance(values, (str, bytes)) or not isinstance(
-        values, (tuple, list, range, collections.abc.Sequence)
-    ):
-        # Ordered sequences only: a dict would be read by its keys, a set in hash order.
-        raise TypeError(
-            f"{func}(): {name} must be a sequence of {ndim} integers, not {type(values).__name__}"
-        )
-    if len(values) != ndim:
-        raise ValueError(
-            f"{func}(): {name} has {len(values)} values but input has {ndim} dimensions"
-        )
     out = []
     for i, v in enumerate(values):
         if type(v) is not int:
@@ -120,6 +120,57 @@ def int_tuple(values, name, ndim, func):
             raise ValueError(f"{func}(): {name}[{i}] = {v} does not fit in int64")
         out.append(v)
     return tuple(out)
+
+
+def int_tuple(values, name, ndim, func):
+    """``values`` as a tuple of ``ndim`` Python ints, each within int64 (see
+    :func:`int_values`); anything but a sequence is a TypeError, a wrong length a
+    ValueError."""
+    if type(values) is tuple and len(values) == ndim:  # the common case, checked fast
+        for v in values:
+            if type(v) is not int or v < INT64_MIN or v > INT64_MAX:
+                break
+        else:
+            return values
+    if type(values) is not tuple and not _is_sequence(values):
+        raise TypeError(
+            f"{func}(): {name} must be a sequence of {ndim} integers, not {type(values).__name__}"
+        )
+    values = int_values(values, name, func)
+    if len(values) != ndim:
+        raise ValueError(
+            f"{func}(): {name} has {len(values)} values but input has {ndim} dimensions"
+        )
+    return values
+
+
+def slice1_args(offsets, sizes, strides, output_sizes, f="slice1"):
+    """SLICE1's parameters read once, before anything reads the input's layout: each
+    sequence as a tuple of Python ints (:func:`int_values`), so that a parameter whose
+    ``__index__``, ``__len__`` or ``__iter__`` changes the input (reshapes, resizes
+    it) has done so before the window is checked against the input's shape.  A
+    parameter that is no sequence is returned as it is, for :func:`slice1_params`
+    to refuse with the input's rank in the message."""
+    if (
+        type(offsets) is tuple
+        and type(sizes) is tuple
+        and type(strides) is tuple
+        and (output_sizes is None or type(output_sizes) is tuple)
+    ):
+        for v in offsets + sizes + strides + (output_sizes or ()):
+            if type(v) is not int:
+                break
+        else:  # Python ints in tuples (the common case): nothing of the caller's to run
+            return offsets, sizes, strides, output_sizes
+    return tuple(
+        p if p is None or not _is_sequence(p) else int_values(p, name, f)
+        for p, name in (
+            (offsets, "offsets"),
+            (sizes, "sizes"),
+            (strides, "strides"),
+            (output_sizes, "output_sizes"),
+        )
+    )
 
 
 _checked = Bounded()
@@ -293,6 +344,28 @@ def host_array(a, name, func):
     return np.ndarray.view(a, np.ndarray)
 
 
+def argwhere_input(x, f="argwhere"):
+    """``x`` where dmlnumba reads it as an array, a list or tuple as ``numpy.asarray``
+    reads it (as ``numpy.argwhere`` does); a TypeError for anything else."""
+    if isinstance(x, (list, tuple)):
+        try:
+            return np.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{f}(): input could not be read as an array: {e}") from None
+    if (
+        isinstance(x, np.ndarray)
+        or is_dask(x)
+        or is_cuda_array(x)
+        or (hasattr(x, "__dlpack__") and not isinstance(x, type))
+    ):
+        return x
+    raise TypeError(
+        f"{f}(): input must be an array (NumPy, CuPy, numba, dask, or a PyTorch CPU or CUDA "
+        f"tensor), a list or a tuple, not {type(x).__name__}; convert it with "
+        f"numpy.asarray(input) first"
+    )
+
+
 def effective_rank(shape):
     """Number of dimensions after leading size-1 dimensions are dropped."""
     r = len(shape)
@@ -327,13 +400,23 @@ def nonzero_width(shape, width, f="nonzero_coordinates"):
     return width
 
 
-def coord_dtype(dtype, size, f="nonzero_coordinates"):
+def coord_type(dtype, f="nonzero_coordinates"):
+    """``dtype`` as one of :data:`COORD_DTYPES` (TypeError otherwise); PyTorch's
+    dtypes name NumPy's (``torch.int64`` is int64)."""
+    if type(dtype).__module__ == "torch":
+        dtype = str(dtype).rpartition(".")[2]
     try:
         dt = np.dtype(dtype)
     except (TypeError, ValueError):
         raise TypeError(f"{f}(): dtype {dtype!r} is not a NumPy dtype") from None
     if dt not in COORD_DTYPES:
         raise TypeError(f"{f}(): dtype {dt} is not supported; use one of {_names(COORD_DTYPES)}")
+    return dt
+
+
+def coord_dtype(dtype, size, f="nonzero_coordinates"):
+    """:func:`coord_type`, able to count and index ``size`` elements (ValueError otherwise)."""
+    dt = coord_type(dtype, f)
     if size > COORD_LIMITS[dt]:
         raise ValueError(
             f"{f}(): input has {size} elements, more than dtype {dt} can count and index "
@@ -342,11 +425,7 @@ def coord_dtype(dtype, size, f="nonzero_coordinates"):
     return dt
 
 
-def max_count(value, size, dtype, f="nonzero_coordinates"):
-    """The rows of the coordinates matrix: ``size`` (DirectML's worst case) for None,
-    else ``value``, a non-negative int that the coordinate type can index."""
-    if value is None:
-        return size
+def _max_count_arg(value, dtype, f):
     value = _int_arg(value, "max_count", f)
     if not 0 <= value <= COORD_LIMITS[dtype]:
         raise ValueError(
@@ -354,6 +433,28 @@ def max_count(value, size, dtype, f="nonzero_coordinates"):
             f"{COORD_LIMITS[dtype]} (what dtype {dtype} can count)"
         )
     return value
+
+
+def max_count(value, size, dtype, f="nonzero_coordinates"):
+    """The rows of the coordinates matrix: ``size`` (DirectML's worst case) for None,
+    else ``value`` (a non-negative int that the coordinate type can index) where it
+    is smaller: more rows than elements are never needed."""
+    if value is None:
+        return size
+    return min(_max_count_arg(value, dtype, f), size)
+
+
+def nonzero_args(width, dtype, max_count, f="nonzero_coordinates"):
+    """``(width, dtype, max_count)`` read once, before anything reads the input's
+    layout (see :func:`slice1_args`): the ints as Python ints (or None), the dtype
+    as a NumPy dtype.  What depends on the input is checked later
+    (:func:`nonzero_width`, :func:`coord_dtype`, :func:`max_count`)."""
+    if width is not None:
+        width = _int_arg(width, "width", f)
+    dt = coord_type(dtype, f)
+    if max_count is not None:
+        max_count = _max_count_arg(max_count, dt, f)
+    return width, dt, max_count
 
 
 def coordinates_matrix_shape(

@@ -62,7 +62,15 @@ def window(
         index = index + (slice(None),) * (ndim - n_sl)
     offsets, sizes, strides, out = [], [], [], []
     for d, (sl, n) in enumerate(zip(index, shape)):
-        start, stop, step = sl.indices(n)
+        try:
+            start, stop, step = sl.indices(n)
+        except ValueError:  # Python's "slice step cannot be zero"
+            raise ValueError(f"window(): the slice {sl} of dimension {d} has step 0") from None
+        except TypeError:
+            raise TypeError(
+                f"window(): the slice {sl} of dimension {d} has a start, stop or step that is "
+                f"neither an integer nor None"
+            ) from None
         length = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
         if length == 0:
             raise ValueError(
