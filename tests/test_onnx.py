@@ -518,14 +518,10 @@ def test_random_slices_through_the_evaluator_run_dmlnumba(data):
 
 
 def _libraries():
-    libs = ["numpy", "dask"]
-    for name in ("torch", "jax"):
-        try:
-            __import__(name)
-            libs.append(name)
-        except ImportError:
-            pass
-    return libs
+    """The CPU array libraries installed here (found without importing them)."""
+    import importlib.util
+
+    return ["numpy"] + [m for m in ("dask", "torch", "jax") if importlib.util.find_spec(m)]
 
 
 def _as(lib, x):
@@ -601,18 +597,31 @@ def test_empty_results_launch_nothing(lib, monkeypatch):
     assert calls["slice1"] == 0
 
 
-def test_parameters_from_any_library():
-    import torch
+def _converters(device):
+    """Ways to pass Slice's inputs: Python sequences, NumPy arrays of several integer
+    types, and arrays of the other libraries (on ``device``)."""
+    convs = [list, tuple, np.array, lambda v: np.array(v, np.uint8 if min(v) >= 0 else np.int16)]
+    convs.append(lambda v: to_device(np.array(v, np.int64), device))
+    if "torch" in _libraries():
+        import torch
 
+        convs.append(torch.tensor)
+    if "jax" in _libraries():
+        import jax.numpy as jnp
+
+        convs.append(jnp.asarray)
+    if "dask" in _libraries():
+        import dask.array as da
+
+        convs.append(lambda v: da.from_array(np.array(v)))
+    return convs
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_parameters_from_any_library(device):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     want = x[2:0:-1, 1:]
-    for conv in (
-        list,
-        tuple,
-        np.array,
-        torch.tensor,
-        lambda v: np.array(v, np.uint8 if min(v) >= 0 else np.int16),
-    ):
+    for conv in _converters(device):
         got = donnx.slice(x, conv([2, 1]), conv([0, 9]), conv([0, 1]), conv([-1, 1]))
         assert_same(got, want)
 
