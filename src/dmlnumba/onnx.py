@@ -1,0 +1,356 @@
+"""ONNX's Slice and NonZero operators through SLICE1 and NONZERO_COORDINATES.
+
+``window`` turns Slice's inputs (opset 10 and later: ``starts``, ``ends``,
+``axes``, ``steps``) into SLICE1's parameters; ``slice`` and ``nonzero`` compute
+the ONNX results with dmlnumba's kernels, for every array type dmlnumba takes;
+``ops`` gives both as operators for ``onnx.reference.ReferenceEvaluator``.
+
+Only NumPy is needed here: onnx is imported by :func:`ops` alone, and
+``import dmlnumba`` does not import this module (``import dmlnumba.onnx``).
+
+Slice follows the ONNX operator page: negative ``starts``/``ends`` count from the
+end of their axis; then for a positive step ``start`` and ``end`` are clamped to
+``[0, dim]``, for a negative step ``start`` to ``[0, dim - 1]`` and ``end`` to
+``[-1, dim - 1]``.  ``onnx.reference``'s Slice (NumPy's ``slice``) differs in one
+case: a negative step with ``start < -dim`` and ``end < -dim``, where the page (and
+ONNX's shape inference, and ONNX Runtime) take element 0 and NumPy takes nothing.
+This module follows the page.
+"""
+
+import builtins
+import operator
+from typing import Any
+
+import numpy as np
+
+from . import api
+from .api import nonzero_coordinates, slice1
+from .arrays import is_cuda_array, is_dask, library
+from .dispatch import cuda_target, resolve
+from .validation import INT64_MAX, INT64_MIN, NONZERO_DTYPES, SLICE_DTYPES, check_dtype, check_ndim
+
+__all__ = ["window", "slice", "nonzero", "ops"]
+
+#: ONNX Slice's data types here: SLICE1's, and bool (copied as uint8).
+_SLICE_DTYPES = SLICE_DTYPES | {np.dtype(np.bool_)}
+_INT64 = np.dtype(np.int64)
+
+Params = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def _ints(values: Any, name: str, f: str) -> tuple[int, ...]:
+    """A Slice input (a list, tuple or 1-d integer array of any library) as Python ints."""
+    if isinstance(values, (list, tuple, range)):
+        items = list(values)
+    elif isinstance(values, (str, bytes, dict, set, frozenset)):
+        raise TypeError(
+            f"{f}(): {name} must be a list, tuple or 1-d array of integers, "
+            f"not {type(values).__name__}"
+        )
+    else:
+        if library(values) == "torch":
+            a = values.detach().cpu().numpy()
+        elif is_cuda_array(values):  # CuPy, numba device arrays
+            a = cuda_target(f).to_host(values)
+        else:
+            try:
+                a = np.asarray(values)
+            except Exception as e:
+                raise TypeError(
+                    f"{f}(): {name} could not be read as an array of integers: {e}"
+                ) from None
+        if a.ndim != 1:
+            raise TypeError(
+                f"{f}(): {name} must be a list, tuple or 1-d array of integers, "
+                f"not an array of shape {a.shape}"
+            )
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"{f}(): {name} must hold integers, not {a.dtype}")
+        items = a.tolist()
+    out = []
+    for i, v in enumerate(items):
+        if type(v) is not int:
+            if isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"{f}(): {name}[{i}] must be an integer, not bool")
+            try:
+                v = operator.index(v)
+            except TypeError:
+                raise TypeError(
+                    f"{f}(): {name}[{i}] must be an integer, not {type(v).__name__}"
+                ) from None
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise ValueError(f"{f}(): {name}[{i}] = {v} does not fit in int64")
+        out.append(v)
+    return tuple(out)
+
+
+def _axis_range(n: int, start: int, end: int, step: int) -> tuple[int, int]:
+    """``(first, count)``: the first index Slice takes on an axis of ``n`` elements
+    and how many it takes (the ONNX page's adjustment and clamping)."""
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    if n == 0:
+        return 0, 0
+    if step > 0:
+        start = min(max(start, 0), n)
+        end = min(max(end, 0), n)
+        return start, max(0, (end - start + step - 1) // step)
+    start = min(max(start, 0), n - 1)
+    end = min(max(end, -1), n - 1)
+    return start, max(0, (start - end - step - 1) // -step)
+
+
+def _params(shape: Any, starts: Any, ends: Any, axes: Any, steps: Any, f: str, name: str) -> Params:
+    """SLICE1's ``(offsets, sizes, strides, output_sizes)`` for Slice's inputs; an
+    output size of 0 where the result is empty (its offset, size and stride are
+    then 0, 1 and 1)."""
+    what = "shape" if name == "shape" else f"{name}'s shape"
+    try:
+        shape = tuple(operator.index(n) for n in shape)
+    except TypeError:
+        raise TypeError(
+            f"{f}(): {what} must be a sequence of integers, not {tuple(shape)!r}"
+        ) from None
+    ndim = len(shape)
+    check_ndim(ndim, f, name)
+    if any(n < 0 or n > INT64_MAX for n in shape):
+        raise ValueError(
+            f"{f}(): {what} {shape} has a size that is negative or does not fit in int64"
+        )
+    starts = _ints(starts, "starts", f)
+    ends = _ints(ends, "ends", f)
+    k = len(starts)
+    if len(ends) != k:
+        raise ValueError(
+            f"{f}(): starts has {k} values and ends {len(ends)}; they must have the same length"
+        )
+    if axes is None:
+        if k > ndim:
+            raise ValueError(
+                f"{f}(): starts and ends have {k} values but {name} has {ndim} dimensions "
+                f"(without axes, they slice axes 0 to {k - 1})"
+            )
+        axes = tuple(range(k))
+    else:
+        axes = _ints(axes, "axes", f)
+        if len(axes) != k:
+            raise ValueError(
+                f"{f}(): axes has {len(axes)} values and starts {k}; they must have the same length"
+            )
+    if steps is None:
+        steps = (1,) * k
+    else:
+        steps = _ints(steps, "steps", f)
+        if len(steps) != k:
+            raise ValueError(
+                f"{f}(): steps has {len(steps)} values and starts {k}; they must have the same "
+                f"length"
+            )
+    offsets, sizes, strides, out = [0] * ndim, list(shape), [1] * ndim, list(shape)
+    seen: dict[int, int] = {}
+    for i in range(k):
+        a = axes[i]
+        if not -ndim <= a < ndim:
+            raise ValueError(
+                f"{f}(): axes[{i}] = {a} is out of range for {ndim} dimensions: it must be "
+                f"between {-ndim} and {ndim - 1}"
+            )
+        d = a + ndim if a < 0 else a
+        if d in seen:
+            j = seen[d]
+            raise ValueError(
+                f"{f}(): axes[{j}] = {axes[j]} and axes[{i}] = {a} are both axis {d}; each axis "
+                f"may be sliced once"
+            )
+        seen[d] = i
+        t = steps[i]
+        if t == 0:
+            raise ValueError(f"{f}(): steps[{i}] is 0; steps must be non-zero")
+        first, count = _axis_range(shape[d], starts[i], ends[i], t)
+        out[d] = count
+        if count == 0:
+            offsets[d], sizes[d], strides[d] = 0, 1, 1
+            continue
+        last = first + (count - 1) * t
+        offsets[d] = min(first, last)
+        sizes[d] = abs(last - first) + 1
+        strides[d] = t
+    for d in range(ndim):  # an axis of size 0 that no entry sliced
+        if out[d] == 0:
+            offsets[d], sizes[d], strides[d] = 0, 1, 1
+    return tuple(offsets), tuple(sizes), tuple(strides), tuple(out)
+
+
+def window(
+    shape: Any,
+    starts: Any,
+    ends: Any,
+    axes: Any = None,
+    steps: Any = None,
+) -> Params | None:
+    """SLICE1 parameters for ONNX Slice's inputs, or None where the result is empty.
+
+    ``starts``, ``ends``, ``axes`` and ``steps`` are Slice's inputs (lists, tuples
+    or 1-d integer arrays; ``axes`` defaults to ``0, 1, ...`` and ``steps`` to 1s),
+    with their meaning on the ONNX operator page: negative values count from the
+    end, values past either end are clamped (so an end of ``INT64_MAX`` slices
+    forward to the end, ``INT64_MIN`` backward to the start).  Returns ``(offsets, sizes, strides,
+    output_sizes)`` such that ``slice1(x, *window(x.shape, ...))`` is ONNX's
+    ``Slice(x, ...)``: a negative step's range (from ``start`` down to ``end``,
+    exclusive) becomes the window from the lowest element it takes up to ``start``,
+    with the step as a negative stride.  ``shape`` has 1 to 8 dimensions.
+
+    Raises ValueError as ONNX does: a zero step, an axis out of range or given
+    twice, inputs of different lengths; TypeError for non-integer inputs.
+    """
+    p = _params(shape, starts, ends, axes, steps, "onnx.window", "shape")
+    return None if 0 in p[3] else p
+
+
+def _target(x: Any, f: str, name: str) -> tuple[Any, Any]:
+    """``(target, array)`` of an input as dmlnumba's operators see it (dask: None, x)."""
+    if is_dask(x):
+        return None, x
+    return resolve(x, None, f, name)
+
+
+def _empty(x: Any, target: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """A new empty result of ``shape`` and ``dtype``, of the array type that
+    dmlnumba's operators return for ``x`` (``a``: ``x`` as ``target`` sees it),
+    where they would allocate it; no kernel runs."""
+    if target is None:  # dask: a lazy empty slice, of the input's chunk type
+        return x[tuple(builtins.slice(0, n) for n in shape)]
+    lib = library(x)
+    return api._as_library(lib, target, target.empty(shape, dtype, None, a, lib))
+
+
+def _as_uint8(x: Any) -> Any:
+    """A bool array's bytes, as uint8, in its own library."""
+    if library(x) == "torch":
+        import torch
+
+        return x.view(torch.uint8)
+    if is_cuda_array(x) and not hasattr(x, "view"):  # a bare __cuda_array_interface__
+        return _Cai(x, typestr="|u1")
+    return x.view(np.uint8)
+
+
+def _one_element(x: Any) -> Any:
+    """A 0-d array as shape (1,), in its own library."""
+    if is_cuda_array(x) and not hasattr(x, "reshape"):  # a bare __cuda_array_interface__
+        return _Cai(x, shape=(1,))
+    return x.reshape(1)
+
+
+class _Cai:
+    """A bare ``__cuda_array_interface__`` array seen with another item type of the
+    same size (bool as uint8), or a 0-d one as shape (1,)."""
+
+    def __init__(self, x: Any, typestr: str | None = None, shape: tuple | None = None) -> None:
+        cai = dict(x.__cuda_array_interface__)
+        cai.pop("descr", None)
+        if typestr is not None:
+            cai["typestr"] = typestr
+        if shape is not None:
+            cai["shape"], cai["strides"] = shape, None
+        self.__cuda_array_interface__ = cai
+        self.shape = tuple(cai["shape"])
+        self.dtype = np.dtype(cai["typestr"])
+        self._owner = x
+
+
+def _as_bool(y: Any) -> Any:
+    if library(y) == "torch":
+        import torch
+
+        return y.view(torch.bool)
+    return y.view(np.bool_)
+
+
+def slice(  # ONNX's name: this module's code says builtins.slice for Python's
+    data: Any,
+    starts: Any,
+    ends: Any,
+    axes: Any = None,
+    steps: Any = None,
+) -> Any:
+    """ONNX Slice (opset 10 and later) of ``data``, copied by :func:`dmlnumba.slice1`.
+
+    ``data``: any array :func:`dmlnumba.slice1` takes (NumPy, PyTorch, CuPy,
+    numba device arrays, dask, DLPack exporters such as JAX's), of its dtypes or
+    bool, with 1 to 8 dimensions; the result is of the array type and on the
+    device that ``slice1`` gives (NumPy for JAX arrays).
+    ``starts``, ``ends``, ``axes``, ``steps``: as in :func:`window` (arrays on a
+    GPU are read back to the host).  An empty result is a new empty array of
+    that type, made without launching a kernel.
+    """
+    f = "onnx.slice"
+    target, a = _target(data, f, "data")
+    check_dtype(np.dtype(a.dtype), _SLICE_DTYPES, f, "data")
+    offsets, sizes, strides, out = _params(a.shape, starts, ends, axes, steps, f, "data")
+    if 0 in out:
+        return _empty(data, target, a, out, np.dtype(a.dtype))
+    if a.dtype == np.bool_:
+        return _as_bool(slice1(_as_uint8(data), offsets, sizes, strides, out))
+    return slice1(data, offsets, sizes, strides, out)
+
+
+def nonzero(x: Any) -> Any:
+    """ONNX NonZero of ``x``: the ``(x.ndim, count)`` int64 indices of its non-zero
+    elements, in row-major order, through :func:`dmlnumba.nonzero_coordinates`.
+
+    The count is read back to the host (on CUDA this waits for the GPU once, as
+    :func:`dmlnumba.argwhere` does); the result is of the input's array type, on
+    its device.  A 0-d ``x`` gives shape ``(0, 1)`` where it is non-zero and
+    ``(0, 0)`` where it is zero (ONNX's reference).  dask arrays give lazy results.
+    """
+    f = "onnx.nonzero"
+    target, a = _target(x, f, "x")
+    check_dtype(np.dtype(a.dtype), NONZERO_DTYPES, f, "x")
+    ndim = len(a.shape)
+    if ndim:  # 1 to 8 dimensions, or 0 (ONNX's scalar case, read as 1 element)
+        check_ndim(ndim, f, "x")
+    if target is None:  # dask: lazy compact coordinates
+        _, coords = nonzero_coordinates(_one_element(x) if ndim == 0 else x, dtype=_INT64)
+        return coords.T[:0] if ndim == 0 else coords.T
+    count, coords = nonzero_coordinates(_one_element(x) if ndim == 0 else x, dtype=_INT64)
+    n = int(count[0])
+    if ndim == 0:
+        ct, c = _target(coords, f, "coordinates")
+        return _empty(coords, ct, c, (0, n), _INT64)
+    if n == 0:
+        ct, c = _target(coords, f, "coordinates")
+        return _empty(coords, ct, c, (ndim, 0), _INT64)
+    # The first n rows, transposed by a SLICE1 copy into a new C-contiguous array.
+    return slice1(coords[:n].T, (0, 0), (ndim, n), (1, 1))
+
+
+_ops: list | None = None
+
+
+def ops() -> list:
+    """Operator classes for ``onnx.reference.ReferenceEvaluator(model,
+    new_ops=dmlnumba.onnx.ops())``: the model's Slice and NonZero nodes (domain
+    ``""``) then run through :func:`slice` and :func:`nonzero`.  Imports onnx."""
+    global _ops
+    if _ops is None:
+        from onnx.reference.op_run import OpRun
+
+        class Slice(OpRun):
+            op_domain = ""
+
+            def _run(self, data, starts=None, ends=None, axes=None, steps=None):
+                # Slice-1 to Slice-9 give starts, ends and axes as attributes: the
+                # evaluator passes them by keyword.
+                return (slice(data, starts, ends, axes, steps),)
+
+        class NonZero(OpRun):
+            op_domain = ""
+
+            def _run(self, x):
+                return (nonzero(x),)
+
+        _ops = [Slice, NonZero]
+    return list(_ops)
