@@ -157,3 +157,42 @@ def test_jax_cpu_arrays_in_give_jax_arrays_out():
     a = dmlnumba.argwhere(x)
     assert isinstance(a, jax.Array)
     np.testing.assert_array_equal(np.asarray(a), want)
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_what_pytorch_users_pass(device):
+    """bfloat16 (copied bit for bit; +0 and -0 zero, NaN non-zero), tensors that
+    require grad (read; the results do not require grad), lazily negated views
+    (resolved: the values, not the storage), and PyTorch dtypes as dtype=."""
+    rng = np.random.default_rng(6)
+    h = rng.standard_normal((9, 11)).astype(np.float32)
+    h[rng.random(h.shape) < 0.5] = 0
+    h[0, :3] = [-0.0, np.nan, np.inf]
+    b = torch.from_numpy(h).to(torch.bfloat16).to(device).requires_grad_()
+    bits = b.detach().view(torch.int16).cpu().numpy()
+    want = np.argwhere((bits & 0x7FFF) != 0)  # bfloat16: only +-0 are zero
+    count, coords = dmlnumba.nonzero_coordinates(b, dtype=torch.int64)
+    assert not count.requires_grad and not coords.requires_grad
+    assert coords.dtype == torch.int64 and int(count[0]) == len(want)
+    np.testing.assert_array_equal(coords[: len(want)].cpu().numpy(), want)
+    np.testing.assert_array_equal(dmlnumba.argwhere(b).cpu().numpy(), want)
+    w = dmlnumba.window(h.shape, np.s_[::-1, 1::3])
+    s = dmlnumba.slice1(b, *w)
+    assert s.dtype == torch.bfloat16 and not s.requires_grad
+    np.testing.assert_array_equal(s.view(torch.int16).cpu().numpy(), bits[::-1, 1::3])
+    out = torch.empty(tuple(w[3]), dtype=torch.bfloat16, device=device)
+    assert dmlnumba.slice1(b, *w, out=out) is out
+    np.testing.assert_array_equal(out.view(torch.int16).cpu().numpy(), bits[::-1, 1::3])
+    z = torch.complex(torch.from_numpy(h), torch.from_numpy(h[::-1].copy())).to(device)
+    neg = z.conj().imag  # a lazily negated view
+    assert neg.is_neg()
+    for _ in range(2):  # the second call takes the repeated-call path where there is one
+        s = dmlnumba.slice1(neg, (0, 0), (9, 11), (1, 1))
+        np.testing.assert_array_equal(s.cpu().numpy(), -h[::-1])
+        count, coords = dmlnumba.nonzero_coordinates(neg)
+        assert int(count[0]) == int(np.count_nonzero(h[::-1]))
+    with pytest.raises(TypeError, match=r"^slice1\(\): .*dtype"):
+        dmlnumba.slice1(z, (0, 0), (9, 11), (1, 1))

@@ -99,6 +99,21 @@ def _no_outputs_for_dask(f, stream, **outs):
         )
 
 
+def _torch_view(t, f, name="input"):
+    """``(tensor, bfloat16)``: a PyTorch tensor as the kernels can read it, its lazy
+    negation resolved (a view whose storage holds the un-negated values), a
+    bfloat16 one viewed as float16 (whose zero bits, copy and NaN rule are the same);
+    ``bfloat16`` says which.  A conjugated one (complex) is refused."""
+    torch = _modules["torch"]
+    if t.is_conj():
+        raise TypeError(f"{f}(): {name} is a conjugated (complex) tensor, which is not supported")
+    if t.is_neg():
+        t = t.resolve_neg()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.float16), True
+    return t, False
+
+
 def _torch_dtype(dtype):
     """``dtype=`` for the PyTorch operator: a torch dtype (NumPy's named the same way
     map to it)."""
@@ -153,7 +168,7 @@ def _fresh_key(input, device, stream):
         return None
     lib = library(input)
     if lib == "torch":
-        if not input.is_cuda:
+        if not input.is_cuda or input.is_neg():
             return None
         return (
             tp,
@@ -284,6 +299,14 @@ def slice1(
     lib = library(input)
     if lib == "jax":  # JAX computes asynchronously, on streams of its own
         input.block_until_ready()
+    elif lib == "torch":
+        input, bf16 = _torch_view(input, f)
+        if bf16:  # copied as float16 (the same two bytes)
+            o = out if out is None else _torch_view(out, f, "out")[0]
+            r = slice1(
+                input, offsets, sizes, strides, output_sizes, out=o, device=device, stream=stream
+            )
+            return out if out is not None else r.view(_modules["torch"].bfloat16)
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
@@ -429,6 +452,12 @@ def _nonzero(
     lib = library(input)
     if lib == "jax":  # JAX computes asynchronously, on streams of its own
         input.block_until_ready()
+    elif lib == "torch":
+        input, bf16 = _torch_view(input, f)
+        if bf16:  # counted as float16: the same zeros (+0, -0), the rest non-zero
+            return _nonzero(
+                input, width, dtype, max_count, out_count, out_coordinates, device, stream, f
+            )
     target, x = resolve(input, device, f)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
@@ -448,6 +477,8 @@ def _nonzero(
             run.lib, run.target = lib, target
             _remember(key, run)
         return lib, target, None, run(x), None
+    if f == "argwhere":  # on a GPU: counted first (a wait), then the compact rows written
+        return lib, target, None, _cuda_argwhere(target, lib, x, w, dt, stream), None
     if key is not None:
         run = target.nonzero_runner(x, w, dt, rows, lib)
         if run is not None:
@@ -498,6 +529,20 @@ def _nonzero(
     )
 
 
+def _cuda_argwhere(target, lib, x, w, dt, stream, f="argwhere"):
+    """The compact ``(count, ndim)`` rows of a GPU input: a counting launch, the count
+    read back (refused inside a capture), then a launch that writes the rows into
+    an array of exactly that many (no worst-case buffer)."""
+    ks = target.call_stream(lib, stream, x)
+    wc = target.describe(target.empty((1,), dt, ks, x, lib, f), "count", f)
+    target.nonzero(x, 0, wc, wc, ks, 0, func=f)
+    n = target.read_count(wc, ks, f)
+    rows = target.empty((n, w), dt, ks, x, lib, f)
+    if n and w:
+        target.nonzero(x, w, wc, target.describe(rows, "coordinates", f), ks, n, func=f)
+    return rows
+
+
 def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> Any:
     """The compact ``(count, ndim)`` int64 coordinates of the non-zero elements,
     a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions), as an array
@@ -512,40 +557,12 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
         _torch_ops_ready()
         return _modules["torch"].ops.dmlnumba.argwhere(input)
     key, run = _nonzero_runner("argwhere", input, None, np.int64, None, device, stream)
-    if run is not None and run.target is not target_cpu:
-        # On a GPU the count is read back (a wait, which dominates), and a capture
-        # must be refused first: the general path.
-        key = run = None
-    if run is not None:
-        if run.target is target_cpu:  # the compact rows
-            return run(input)
-        lib, target, call = run.lib, run.target, None
-        count, coords = run(input)
-    else:
-        input = v.argwhere_input(input)
-        lib, target, count, coords, call = _nonzero(
-            input, None, np.int64, None, None, None, device, stream, "argwhere", key
-        )
+    if run is not None:  # a repeated CPU call (CPU runners only: see _nonzero)
+        return run(input)
+    input = v.argwhere_input(input)
+    lib, target, count, coords = _nonzero(
+        input, None, np.int64, None, None, None, device, stream, "argwhere", key
+    )[:4]
     if target is None:  # a dask array: the compact rows, lazily
         return coords
-    if count is None:  # the CPU's compact rows
-        return _as_library(lib, target, coords)
-    if call is None:  # a repeated call into new outputs, on the library's current stream
-        n = int(count[0])
-        rows = coords[:n]
-        if 2 * n < coords.shape[0]:
-            rows = rows.clone() if lib == "torch" else rows.copy()
-        return _as_library(lib, target, rows)
-    ks, x, wc = call
-    n = target.read_count(wc, ks, "argwhere")
-    rows = coords[:n]
-    if 2 * n < coords.shape[0]:  # give the unused rows back
-        new = target.empty((n, coords.shape[1]), np.dtype(np.int64), ks, x, lib, "argwhere")
-        if n and coords.shape[1]:
-            target.copy_into(
-                target.describe(rows, "coordinates", "argwhere"),
-                target.describe(new, "coordinates", "argwhere"),
-                ks,
-            )
-        rows = new
-    return _as_library(lib, target, rows)
+    return _as_library(lib, target, coords)  # the compact rows, counted first

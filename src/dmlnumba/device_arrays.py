@@ -135,13 +135,14 @@ def _torch():
 
 def _read_torch(t):
     # What torch.Tensor.__cuda_array_interface__ says, without its Python property
-    # (tens of microseconds).  Anything unusual goes through that property, so that
-    # PyTorch's own errors (a tensor that requires grad, a sparse one) come out.
+    # (tens of microseconds).  A tensor that requires grad is read as its data (the
+    # results never require grad, as torch.nonzero's).  Anything unusual goes through
+    # that property, so that PyTorch's own errors (a sparse tensor) come out.
     if not _torch_dtypes:
         _torch()
     dtype = _torch_dtypes.get(t.dtype)
-    if dtype is None or t.requires_grad or not t.is_cuda or t.is_sparse:
-        return _read_cai(t)
+    if dtype is None or not t.is_cuda or t.is_sparse:
+        return _read_cai(t.detach())
     isz = dtype.itemsize
     return t.data_ptr(), tuple(t.shape), tuple(s * isz for s in t.stride()), dtype, False
 

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from . import config, target_cpu
-from .arrays import is_cuda_array
+from .arrays import is_cuda_array, library
 from .validation import host_array
 
 _cuda = None
@@ -69,6 +69,8 @@ def _to_numpy(x, func, name):
     if is_cuda_array(x):
         return cuda_target(func).to_host(x)
     if hasattr(x, "__dlpack__") and not isinstance(x, type):
+        if library(x) == "torch":  # its data: DLPack refuses tensors that require grad
+            x = x.detach()
         try:
             return np.from_dlpack(x)
         except (BufferError, TypeError, RuntimeError, ValueError) as e:

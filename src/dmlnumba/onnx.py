@@ -223,7 +223,8 @@ def _empty(x: Any, target: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype)
     if target is None:  # dask: a lazy empty slice, of the input's chunk type
         return x[tuple(builtins.slice(0, n) for n in shape)]
     lib = library(x)
-    return api._as_library(lib, target, target.empty(shape, dtype, None, a, lib))
+    stream = target.call_stream(lib, None, a)
+    return api._as_library(lib, target, target.empty(shape, dtype, stream, a, lib, "onnx.slice"))
 
 
 def _as_uint8(x: Any) -> Any:
