@@ -30,7 +30,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     tail -15 "$OUT/pytest.log"
     grep -E "passed|failed" "$OUT/pytest.log" | tail -1 | tee -a "$OUT/summary.txt"
 
-    for tool in memcheck racecheck; do
+    for tool in memcheck racecheck synccheck; do
         echo "== compute-sanitizer --tool $tool" | tee -a "$OUT/summary.txt"
         compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
             python3 scripts/sanitizer_cases.py > "$OUT/sanitizer-$tool.log" 2>&1 || failed=1

@@ -104,3 +104,30 @@ assert int(to_host(c)[0]) == len(want)
 n_ok += 1
 cuda.synchronize()
 print(f"{n_ok} cases ok (with PyTorch and CuPy default calls)")
+
+# A CUDA graph (several tiles: the look-back runs), captured once and replayed with the
+# input rewritten; then repeated calls on numba inputs and on NumPy with device="cuda".
+t = torch.zeros((64, 1000), device="cuda")
+with torch.cuda.stream(side):
+    dmlnumba.nonzero_coordinates(t)
+side.synchronize()
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    gc, gk = dmlnumba.nonzero_coordinates(t)
+    gs = dmlnumba.slice1(t, (0, 0), (64, 1000), (-1, 3))
+for p_ in (0.0, 0.4, 1.0):
+    h = fill(rng, "float32", t.numel(), p_).reshape(64, 1000)
+    t.copy_(torch.as_tensor(h))
+    g.replay()
+    torch.cuda.synchronize()
+    w = np.argwhere(h)
+    assert int(gc[0]) == len(w) and (gk[: len(w)].cpu().numpy() == w).all()
+    assert (gs.cpu().numpy().view(np.uint32) == h[::-1, ::3].view(np.uint32)).all()
+    n_ok += 2
+for dev in (cuda.to_device(x), x):
+    for _ in range(2):
+        c, k = dmlnumba.nonzero_coordinates(dev, device="cuda")
+        assert int(to_host(c)[0]) == len(want) and (to_host(k)[: len(want)] == want).all()
+        n_ok += 1
+cuda.synchronize()
+print(f"{n_ok} cases ok (with a CUDA graph, numba and NumPy inputs)")
