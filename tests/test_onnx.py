@@ -550,7 +550,11 @@ def _result_type(lib):
         import dask.array as da
 
         return da.Array
-    return np.ndarray  # JAX arrays are read through DLPack; results are NumPy arrays
+    if lib == "jax":
+        import jax
+
+        return jax.Array
+    return np.ndarray
 
 
 def _computed(a):

@@ -141,14 +141,15 @@ class _Plan:
     def launcher(self, spec, handle):
         """The launcher of kernel ``spec`` on stream ``handle`` in the current context:
         ``cuda.core.launch`` with everything but the addresses bound, kept per
-        (context, stream) once a context is current."""
+        (context, stream)."""
         ctx = current_context()
+        if not ctx:  # a new thread (a dask worker's): numba makes the primary context current
+            cuda.current_context()
+            ctx = current_context()
         key = (ctx, handle, spec)
         go = self._launchers.get(key)
         if go is None:
-            go = self._make(spec, handle, ctx)
-            if ctx:
-                self._launchers.put(key, go)
+            go = self._launchers.put(key, self._make(spec, handle, ctx))
         return go
 
 
