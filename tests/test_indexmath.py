@@ -285,3 +285,15 @@ def test_parameter_blocks_pack_every_field_at_its_slot():
             pack(decl, **{f: v for f, v in values.items() if f != decl._fields[-1]})
         with pytest.raises(TypeError):
             pack(decl, bogus=1, **values)
+
+
+def test_parameter_block_copier_moves_every_slot():
+    """params.copier's function copies each slot of a block (the kernels' move of
+    their by-value parameters into shared memory)."""
+    from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, copier, size
+
+    for decl in (NONZERO_CUDA, SLICE_CUDA):
+        src = tuple(range(7, 7 + size(decl)))
+        dst = np.zeros(size(decl), np.int64)
+        copier(decl)(src, dst)
+        assert dst.tolist() == list(src)

@@ -25,7 +25,7 @@ from numba import cuda, int64, uint32, uint64
 
 from . import tile_status as ts
 from .indexmath_gpu import advance, is_nonzero, offset, unravel
-from .params import MAXD, size
+from .params import MAXD, copier, size
 from .params import NONZERO_CUDA as P
 from .warp import (
     all_lanes,
@@ -40,8 +40,9 @@ from .warp import (
     warp_sum,
 )
 
-#: Slots of the parameter block.
+#: Slots of the parameter block, and its copy into shared memory.
 PSIZE = size(P)
+copy_params = cuda.jit(device=True)(copier(P))
 #: Shared ballot masks per block: warps x items.  The host keeps
 #: ``(threads // 32) * items`` within this.
 MAX_MASKS = 2048
@@ -540,11 +541,11 @@ def make_nonzero(V, item, narrow=False, staged=0):
         the stream before the launch (unused by a launch of one block); ``vec`` 1
         where the input is C-contiguous and 16-byte aligned.
         """
-        # The parameter block, from the kernel's parameters into shared memory (a
-        # thread a slot): every read of it after that is a plain shared load.
+        # The parameter block, from the kernel's parameters into shared memory:
+        # every read of it after that is a plain shared load.
         p = cuda.shared.array(PSIZE, int64)
-        for k in range(cuda.threadIdx.x, PSIZE, cuda.blockDim.x):
-            p[k] = params[k]
+        if cuda.threadIdx.x == 0:
+            copy_params(params, p)
         cuda.syncthreads()
         src_base = p[P.src_base]
         ndim = p[P.ndim]

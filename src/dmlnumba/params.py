@@ -112,3 +112,16 @@ NONZERO_CPU = declare(
         "limit",  # rows the output holds
     ),
 )
+
+
+def copier(decl, /):
+    """A plain-Python function ``copy(src, dst)`` that sets ``dst[i] = src[i]`` for
+    every slot of a ``decl`` block, one statement a slot with the index a literal.
+    Compiled as a CUDA device function it moves a block passed by value (a tuple of
+    kernel parameters) into shared memory as straight-line loads and stores: a
+    tuple indexed by a run-time value compiles to a switch over every slot."""
+    lines = [f"    dst[{i}] = src[{i}]" for i in range(size(decl))]
+    src = "def copy(src, dst):\n" + "\n".join(lines) + "\n"
+    scope: dict = {}
+    exec(compile(src, f"<params.copier {type(decl).__name__}>", "exec"), scope)
+    return scope["copy"]

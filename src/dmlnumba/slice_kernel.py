@@ -14,11 +14,12 @@ compile-time constant, so the loops unroll into registers).
 from numba import cuda, int32, int64
 
 from .indexmath_gpu import row_start
-from .params import MAXD, size
+from .params import MAXD, copier, size
 from .params import SLICE_CUDA as P
 
 #: Slots of the parameter block.
 PSIZE = size(P)
+copy_params = cuda.jit(device=True)(copier(P))
 
 #: Loads each thread has in flight (docs/PERFORMANCE.md, "slice1 loads in flight").
 LOADS = 8
@@ -33,12 +34,12 @@ def make_slice(item, narrow=False):
     I = int32 if narrow else int64  # noqa: E741
 
     def slice_copy(params, src, dst):
-        # The parameter block, from the kernel's parameters into shared memory (a
-        # thread a slot): every read of it after that is a plain shared load.
+        # The parameter block, from the kernel's parameters into shared memory:
+        # every read of it after that is a plain shared load.
         p = cuda.shared.array(PSIZE, int64)
         t = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
-        for k in range(t, PSIZE, cuda.blockDim.x * cuda.blockDim.y):
-            p[k] = params[k]
+        if t == 0:
+            copy_params(params, p)
         cuda.syncthreads()
         src_base = I(p[P.src_base])
         dst_base = I(p[P.dst_base])
