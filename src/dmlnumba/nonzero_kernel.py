@@ -575,9 +575,8 @@ def make_nonzero(V, item, narrow=False, staged=0):
             dshift[tid] = p[P.shift + tid]
             dstrides[tid] = p[P.strides + tid]
         g = (coords, dshape, dstrides, ndim)
-        single = cuda.gridDim.x == 1  # one tile: no look-back buffer
-        if tid == 0:
-            tile_info[0] = 0 if single else ts.take_tile(status)
+        if tid == 0:  # one tile (grid of one block): no look-back buffer
+            tile_info[0] = 0 if cuda.gridDim.x == 1 else ts.take_tile(status)
         cuda.syncthreads()
         tile = tile_info[0]
         seg = 32 * items
@@ -611,9 +610,9 @@ def make_nonzero(V, item, narrow=False, staged=0):
                 warp_rows[w] = acc
                 acc += c
             warp_rows[32] = acc
-            if not single:
+            if cuda.gridDim.x != 1:
                 ts.publish(status, tile, ts.PREFIX if tile == 0 else ts.AGGREGATE, acc)
-        excl = int64(0) if single else ts.look_back(status, tile)
+        excl = ts.look_back(status, tile)  # tile 0's is 0, with no read of the buffer
         if tid == 0:
             acc = warp_rows[32]
             if tile != 0:
