@@ -155,6 +155,28 @@ def _params(block, dtype, **fields):
     return pack(NONZERO_CPU, **fields)
 
 
+def _fresh_rows_block(x, sbase, sstr, width, limit):
+    """The block of a nonzero of all of ``x`` (its flat view's ``sbase`` and ``sstr``)
+    into new C-contiguous rows of ``width`` columns, at most ``limit`` of them, and a
+    new count."""
+    return _params(
+        config.CPU_NONZERO_BLOCK,
+        x.dtype,
+        shape=x.shape,
+        strides=sstr,
+        src_base=sbase,
+        first=0,
+        n=x.size,
+        out_base=0,
+        rs=width,
+        cs=1,
+        width=width,
+        count_pos=0,
+        contiguous=bool(x.flags.c_contiguous),
+        limit=limit,
+    )
+
+
 def _parallel(p):
     """Whether the nonzero of parameter block ``p`` runs on numba's threads."""
     return p[NONZERO_CPU.nblocks] > 1 and p[NONZERO_CPU.n] >= config.CPU_PARALLEL_MIN
@@ -344,26 +366,10 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
     if n == 0:
         return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
     _, sbase, sstr = flat(x)
-    contiguous = bool(x.flags.c_contiguous)
     view = u != dtype
     read = _reader(x)
 
-    p = _params(
-        config.CPU_NONZERO_BLOCK,
-        x.dtype,
-        shape=x.shape,
-        strides=sstr,
-        src_base=sbase,
-        first=0,
-        n=n,
-        out_base=0,
-        rs=width,
-        cs=1,
-        width=width,
-        count_pos=0,
-        contiguous=contiguous,
-        limit=rows,
-    )
+    p = _fresh_rows_block(x, sbase, sstr, width, rows)
     serial = not _parallel(p)
     kernel = None
 
@@ -419,22 +425,7 @@ def argwhere(x):
     if n == 0:
         return np.empty((0, w), np.int64)
     src, sbase, sstr = flat(x)
-    p = _params(
-        config.CPU_NONZERO_BLOCK,
-        x.dtype,
-        shape=x.shape,
-        strides=sstr,
-        src_base=sbase,
-        first=0,
-        n=n,
-        out_base=0,
-        rs=w,
-        cs=1,
-        width=w,
-        count_pos=0,
-        contiguous=bool(x.flags.c_contiguous),
-        limit=n,
-    )
+    p = _fresh_rows_block(x, sbase, sstr, w, n)
     k = kernels()
     bits = (8 * src.itemsize,) + _read_only_key(src)
     rows = np.empty(p[NONZERO_CPU.nblocks] + 1, np.int64)
