@@ -16,6 +16,7 @@ the same stream (as CUB initialises its tile status per call).  Calls on
 different streams share nothing but the plans (no lock).
 """
 
+import contextlib
 import threading
 
 import numpy as np
@@ -31,6 +32,7 @@ from .device_arrays import (  # noqa: F401  (the target's interface)
     call_stream,
     capturing,
     check_stream,
+    core_stream,
     current_context,
     describe,
     flat,
@@ -76,15 +78,7 @@ def as_device_array(x, device, func, name):
     return view_of(x, device)
 
 
-class _NoContext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_CONTEXT = _NoContext()
+_NO_CONTEXT = contextlib.nullcontext()  # reusable: one for every call
 
 
 def _context(v):
@@ -115,8 +109,6 @@ def _materialize(v, handle, func):
 
 def _release(buf, handle):
     if buf is not None:
-        from .device_arrays import core_stream
-
         buf.close(core_stream(handle))
 
 
