@@ -5,7 +5,9 @@ Runtime's Slice tests and of other implementations' bug reports, and random inpu
 
 Where onnx.reference's Slice (NumPy slicing) departs from the ONNX operator page (a negative
 step with ``start < -dim``: the page clamps start to 0, NumPy to -1), the page is followed
-and the tests say so (:func:`test_negative_step_start_below_the_axis_follows_the_spec`).
+and the tests say so (:func:`test_negative_step_start_below_the_axis_follows_the_spec`);
+ONNX Runtime's CPU provider follows the page too, and random slices are checked against it
+where it is installed (:func:`test_random_slices_match_onnxruntime`).
 """
 
 import functools
@@ -16,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 from conftest import tiny_blocks
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import dmlnumba
@@ -503,6 +505,33 @@ def test_random_nonzero_matches_the_reference(device, data):
     with tiny_blocks() if data.draw(st.booleans()) else _nothing():
         got = donnx.nonzero(to_device(x, device))
     assert_same(got, want)
+
+
+@functools.cache
+def _ort_session(dtype, names):
+    """An ONNX Runtime CPU session of the one-node Slice model that onnx.reference runs."""
+    ort = pytest.importorskip("onnxruntime")
+    model = _evaluator("Slice", dtype, names).proto_
+    model.ir_version = min(model.ir_version, 8)  # what older runtimes read
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+@given(data=st.data())
+def test_random_slices_match_onnxruntime(data):
+    """ONNX Runtime, which DirectML's execution provider sits in, agrees with the page (and
+    with dmlnumba) where onnx.reference does not: the sentinel and below-the-axis starts of
+    negative steps included.  Except where ONNX Runtime departs from the page itself: an end of
+    INT32_MAX or INT64_MAX with a negative step, which it reads as "past the first element"
+    (the page clamps it to ``dim - 1``, as onnx.reference and dmlnumba do)."""
+    x = data.draw(onnx_arrays(dtypes=["float32", "int64", "uint8", "float16"]))
+    plain, _ = data.draw(slice_inputs(x.shape))
+    starts, ends, axes, steps = plain
+    backwards = [False] * len(ends) if steps is None else [int(s) < 0 for s in steps]
+    assume(not any(b and int(e) in (I32_MAX, I64_MAX) for b, e in zip(backwards, ends)))
+    names, feeds = _slice_feeds(x, *plain)
+    want = _ort_session(x.dtype, names).run(None, feeds)[0]
+    assert_same(donnx.slice(x, *plain), want)
+    assert_same(spec_slice(x, *plain), want)
 
 
 @given(data=st.data())
