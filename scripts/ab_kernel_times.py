@@ -12,7 +12,13 @@ Preallocated float32 calls on CuPy arrays, 1000 elements and 2**20, 2**24, 2**28
 (default 2), two calls each, every count checked.  ``FOCUS=1``: the multi-dimensional 2**28
 and 2**24 cases at 50 and 99% only; ``SMALL=1``: 1000 and 3000 elements, 1-d and 3-d.  The
 report tells the kernels apart by name (the old package's start with ``dmlnumba_old``) and
-prints medians and new / old."""
+prints medians and new / old.
+
+``WALL=1`` (without ncu): the calls as the benchmark times them instead, default calls on
+PyTorch tensors (new outputs), each synchronized, the packages interleaved over 30 rounds;
+prints the medians, spreads and new / old directly::
+
+    WALL=1 python3 scripts/ab_kernel_times.py /tmp/ab"""
 
 import csv
 import os
@@ -75,6 +81,9 @@ def run(old_dir):
                 nnz = int((xt != 0).sum())
             else:
                 xc, xt, cnt, crd, nnz = gpu_nonzero_case(n, d, shape)
+            if os.environ.get("WALL"):
+                wall(f"{shape} {d}", {"old": dmlnumba_old, "new": dmlnumba}, xt, nnz)
+                continue
             for m in (dmlnumba_old, dmlnumba) * rounds:
                 for _ in range(2):
                     m.nonzero_coordinates(xc, out_count=cnt, out_coordinates=crd)
@@ -82,6 +91,29 @@ def run(old_dir):
                 assert int(cnt.get()[0]) == nnz
             print(f"CASE {shape} {d}", flush=True)
             xc = xt = cnt = crd = None
+
+
+def wall(case, mods, xt, nnz, rounds=30):
+    """Median and spread of synchronized default calls of each package, interleaved."""
+    import time
+
+    import torch
+
+    times = {k: [] for k in mods}
+    for r in range(rounds + 2):
+        for k, m in mods.items():
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            count, _ = m.nonzero_coordinates(xt)
+            torch.cuda.synchronize()
+            if r >= 2:  # two rounds of warm-up
+                times[k].append((time.perf_counter() - t) * 1e6)
+            assert int(count[0]) == nnz
+    med = {k: statistics.median(v) for k, v in times.items()}
+    spread = "  ".join(
+        f"{k} {med[k]:8.1f} us ({min(v):.1f}-{max(v):.1f})" for k, v in times.items()
+    )
+    print(f"{case:24s} {spread}  new/old {med['new'] / med['old']:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -574,8 +574,10 @@ def library_io(lib, v):
 
         return new
 
+    from ._internals import numba_pointer
+
     return (
-        (lambda a: a.device_ctypes_pointer.value),
+        numba_pointer,
         (lambda: 0),
         numba_alloc,
         scratch(None, v),

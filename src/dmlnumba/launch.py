@@ -2,9 +2,8 @@
 
 Kernels compile lazily, once per bit width, and are cached on disk.  On a GPU
 each is compiled for raw device pointers (``CPointer`` arguments), so that a
-launch passes plain integers: it goes through ``cuda.core.launch`` with a cached
-launch configuration and function handle bound (:func:`launcher`), and no per-call
-argument typing.
+launch passes plain integers: ``cuLaunchKernel`` with the function handle, geometry,
+stream and parameter block bound (:func:`launcher`), and no per-call argument typing.
 Under the simulator, the same Python function is an ordinary kernel over arrays.
 
 Two numba-cuda details are not documented API, so numba-cuda's version is pinned
@@ -15,6 +14,7 @@ parameter (numba's array ABI, :func:`array_arg`).  Nothing else of numba-cuda's 
 used beyond its public ``cuda.jit``, ``cuda.to_device`` and array interfaces.
 """
 
+import ctypes
 import functools
 import threading
 
@@ -23,7 +23,6 @@ from numba import cuda, types
 from . import config
 from ._internals import function_handle
 from .caches import Bounded
-from .device_arrays import core_stream
 from .nonzero_kernel import make_nonzero
 from .params import NONZERO_CUDA, SLICE_CUDA, size
 from .slice_kernel import make_slice
@@ -31,7 +30,6 @@ from .warp import SIM
 
 _UINT = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
 _kernels = Bounded()
-_configs = Bounded()
 _functions = Bounded()
 #: Held while a kernel compiles or its module loads, the first time: numba-cuda's
 #: module loading is not thread-safe.  Two threads launching a kernel for the first
@@ -96,33 +94,72 @@ def launcher(k, grid, block, stream, ctx=0, params=()):
     blocks of ``block`` threads, with the parameter block ``params`` (a tuple of
     ints) first, when called with the kernel's other arguments (on a GPU: flat,
     pointer-sized integers); ``ctx`` names the context the function handle
-    belongs to.  On a GPU it is ``cuda.core.launch`` with the stream, launch
-    configuration, function handle and parameters bound, so that a caller that
-    keeps it (a plan's state for a stream) skips their lookups."""
+    belongs to.  On a GPU it is a :class:`_Launch`: ``cuLaunchKernel`` with the
+    function handle, geometry, stream and parameter block bound, so that a caller
+    that keeps it (a plan's state for a stream) passes only the addresses."""
     if SIM:
         return functools.partial(k[grid, block], params)
-    if not isinstance(block, tuple):
+    if isinstance(block, tuple):
+        block = block + (1,) * (3 - len(block))
+    else:
         block = (block, 1, 1)
-    elif len(block) == 2:
-        block = block + (1,)
-
-    cfg = _configs.get((grid, block))
-    if cfg is None:
-        from cuda.core import LaunchConfig
-
-        cfg = LaunchConfig(grid=(grid, 1, 1), block=block, shmem_size=0)
-        cfg = _configs.put((grid, block), cfg)
-    return functools.partial(_core_launch(), core_stream(stream), cfg, function(k, ctx), *params)
+    return _Launch(function(k, ctx), grid, block, stream, params)
 
 
-@functools.cache
-def _core_launch():
-    """``cuda.core.launch``, imported on first use (an import statement in
-    :func:`launcher` costs 0.7 us a call, and calls with caller-given outputs make
-    a launcher every call)."""
-    from cuda.core import launch
+class _Launch:
+    """``cuLaunchKernel`` of one kernel, geometry and stream, with its parameter
+    block bound: the kernel's arguments (every one 8 bytes: int64 parameters,
+    pointers, numba's array ABI fields) live in one ctypes buffer whose first
+    ``len(params)`` words are written once; a call writes the rest and launches.
+    Through ``cuda.core.launch`` the 40-odd parameters were converted anew every
+    call (about 6 us of a 1000-element call's 25).  The driver copies the arguments
+    before it returns, so a lock per launcher (per stream) keeps two threads from
+    writing one buffer between the write and the launch."""
 
-    return launch
+    __slots__ = ("_go", "_f", "_grid", "_bx", "_by", "_bz", "_stream", "_n", "_words", "_ptrs")
+    __slots__ += ("_addr", "_lock")
+
+    def __init__(self, kernel, grid, block, stream, params):
+        from cuda.bindings import driver
+
+        self._go = driver.cuLaunchKernel
+        self._f = driver.CUfunction(int(kernel.handle))  # a CUkernel serves as one
+        self._stream = driver.CUstream(stream)
+        self._grid = grid
+        self._bx, self._by, self._bz = block
+        self._n = len(params)
+        self._words = params  # replaced by the buffer at the first call (its length)
+        self._addr = 0
+        self._lock = threading.Lock()
+
+    def _buffer(self, nargs):
+        n = self._n + nargs
+        words = (ctypes.c_int64 * n)(*self._words)
+        base = ctypes.addressof(words)
+        ptrs = (ctypes.c_void_p * n)(*range(base, base + 8 * n, 8))
+        self._words, self._ptrs = words, ptrs
+        self._addr = ctypes.addressof(ptrs)
+
+    def __call__(self, *args):
+        with self._lock:
+            if not self._addr:
+                self._buffer(len(args))
+            self._words[self._n :] = args
+            (err,) = self._go(
+                self._f,
+                self._grid,
+                1,
+                1,
+                self._bx,
+                self._by,
+                self._bz,
+                0,
+                self._stream,
+                self._addr,
+                0,
+            )
+        if err:
+            raise RuntimeError(f"dmlnumba: cuLaunchKernel failed: {err!r}")
 
 
 def function(k, ctx):
