@@ -18,7 +18,7 @@ class _Dev:
 
 
 api.get_current_device = _d.get_current_device = lambda: _Dev()
-from dmlnumba import launch  # noqa: E402
+from dmlnumba.gpu import launch  # noqa: E402
 
 # (name, source bits, output bits, variant): every bit width of both kernels (the slice
 # kernel with 64- and 32-bit positions), and the nonzero kernel's staged variants (32-bit

@@ -16,7 +16,7 @@ if os.environ.get("LINEINFO"):  # source lines in the report (set NUMBA_CACHE_DI
 
     from numba import cuda
 
-    from dmlnumba import launch
+    from dmlnumba.gpu import launch
 
     launch.cuda = types.SimpleNamespace(jit=functools.partial(cuda.jit, lineinfo=True))
 from dmlnumba.bench import gpu_nonzero_case

@@ -32,7 +32,8 @@ def run(caps):
     from numba import cuda
 
     import dmlnumba
-    from dmlnumba import config, launch
+    from dmlnumba import config
+    from dmlnumba.gpu import launch
 
     def fresh(name, src_bits, out_bits, regs, variant):
         fn = launch.python_kernel(name, src_bits, variant)

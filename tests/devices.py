@@ -97,7 +97,7 @@ def to_host(a):
     from dmlnumba.arrays import is_cuda_array
 
     if isinstance(a, ForeignCudaArray) or is_cuda_array(a):  # CuPy, PyTorch
-        from dmlnumba import target_cuda
+        from dmlnumba.gpu import target as target_cuda
 
         return np.ascontiguousarray(target_cuda.to_host(a))
     return np.asarray(a)
@@ -118,7 +118,7 @@ def record_paths(monkeypatch, device):
     on numba's threads); on CUDA ``(name, source bits, launch arguments)``."""
     seen = []
     if device == "cpu":
-        from dmlnumba import target_cpu
+        from dmlnumba.cpu import target as target_cpu
 
         real_run = target_cpu._run
 
@@ -128,10 +128,10 @@ def record_paths(monkeypatch, device):
 
         monkeypatch.setattr(target_cpu, "_run", run)
         return seen
-    from dmlnumba import launch, target_cuda
     from dmlnumba.caches import Bounded
+    from dmlnumba.gpu import launch, plans
 
-    monkeypatch.setattr(target_cuda, "_plans", Bounded())  # plans keep their launchers
+    monkeypatch.setattr(plans, "_plans", Bounded())  # plans keep their launchers
     names = {}
     real_kernel, real_launcher = launch.kernel, launch.launcher
 

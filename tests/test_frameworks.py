@@ -49,7 +49,7 @@ def as_torch(x):
 
 
 def _host(a):
-    from dmlnumba import target_cuda
+    from dmlnumba.gpu import target as target_cuda
 
     return np.ascontiguousarray(target_cuda.to_host(a))
 
@@ -235,7 +235,7 @@ def test_torch_current_stream_query_agrees_with_the_public_one():
     ``torch.cuda.current_stream(i).cuda_stream`` gives: on the default stream, inside
     ``torch.cuda.stream`` blocks (nested ones included), and after them."""
     torch = pytest.importorskip("torch")
-    from dmlnumba.device_arrays import torch_current_stream
+    from dmlnumba.gpu.views import torch_current_stream
 
     fast = torch_current_stream(torch)
     i = torch.cuda.current_device()

@@ -17,7 +17,7 @@ def test_import_compiles_nothing_and_skips_numba_cuda():
     out = _run(
         "import sys, dmlnumba; "
         "print('numba' in sys.modules, 'numba.cuda' in sys.modules, "
-        "'dmlnumba.kernels_cpu' in sys.modules)"
+        "'dmlnumba.cpu.kernels' in sys.modules)"
     )
     assert out.split() == ["False", "False", "False"]
 

@@ -169,7 +169,7 @@ def test_cpu_flat_view_spans_the_array_in_memory_order(shape, layout_name, data)
     base and strides): for dense layouts NumPy's memory-order ravel, else a strided
     view; either way the span from the lowest to the highest address, over the
     same memory, writeable where the array is, and the runners' reader gives the same."""
-    from dmlnumba import target_cpu
+    from dmlnumba.cpu import target as target_cpu
 
     a = data.draw(laid_out(np.arange(int(np.prod(shape)), dtype=np.float32), shape, layout_name))
     low, span, base, es = layout.extent(a.shape, a.strides, a.itemsize)

@@ -243,8 +243,9 @@ def test_cuda_failed_launch_leaves_later_calls_exact(monkeypatch, where):
     """A nonzero call interrupted at its launch, or while its look-back buffer is
     made, leaves nothing behind that the calls after it on the same stream depend on
     (each call's buffer is its own, zeroed on the stream before its launch)."""
-    from dmlnumba import launch, target_cuda
     from dmlnumba.caches import Bounded
+    from dmlnumba.gpu import launch, plans
+    from dmlnumba.gpu import target as target_cuda
 
     rng = np.random.default_rng(3)
     x = fill(rng, np.float32, 5000, 0.5).reshape(50, 100)
@@ -254,7 +255,7 @@ def test_cuda_failed_launch_leaves_later_calls_exact(monkeypatch, where):
     def fail(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(target_cuda, "_plans", Bounded())
+    monkeypatch.setattr(plans, "_plans", Bounded())
     monkeypatch.setattr(config_of(), "CUDA_NONZERO_TILES", 4)  # several tiles: a buffer
     if where == "launch":
         monkeypatch.setattr(launch, "launcher", lambda *args, **kwargs: fail)
@@ -344,7 +345,9 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
     of 4 (1000 elements and 256 threads: 4 steps a warp, not CUDA_NONZERO_MIN_ITEMS'
     16); an input of more than one tile keeps that floor.  The plan alone, at the
     default settings (the simulator's run sets smaller ones)."""
-    from dmlnumba import config, target_cuda
+    from dmlnumba import config
+    from dmlnumba.gpu import plans
+    from dmlnumba.gpu import target as target_cuda
 
     for name, value in [
         ("CUDA_THREADS", 256),
@@ -358,7 +361,7 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
         x = target_cuda._new_view((n,), np.dtype(np.float32))
         count = target_cuda._new_view((1,), np.dtype(np.uint32))
         coords = target_cuda._new_view((n, 1), np.dtype(np.uint32))
-        p = target_cuda.NonzeroPlan(x, 1, count, coords, n)
+        p = plans.NonzeroPlan(x, 1, count, coords, n)
         return dict(p.values)["items"], p.ntiles
 
     threads, floor = 256, 16
@@ -383,7 +386,8 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
     with strided columns take the unstaged write.  Rows of one column with 32-bit
     positions take the width-1 kernel (expanded 32 words at a time), also into a
     caller's rows two items apart."""
-    from dmlnumba import config, launch
+    from dmlnumba import config
+    from dmlnumba.gpu import launch
 
     monkeypatch.setattr(config, "CUDA_NONZERO_32BIT_BELOW", below)
     variants = []
@@ -598,7 +602,8 @@ def test_cpu_threads_only_for_large_inputs(op, monkeypatch):
     """Inputs of at least CPU_PARALLEL_MIN elements (in more than one block) run on
     numba's threads; smaller ones, and any call inside ``one_thread()`` (a dask
     task's), on the calling thread.  The results are the same."""
-    from dmlnumba import config, target_cpu
+    from dmlnumba import config
+    from dmlnumba.cpu import target as target_cpu
 
     paths = record_paths(monkeypatch, "cpu")
     monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 1000)

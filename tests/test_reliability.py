@@ -377,7 +377,7 @@ def test_nonexistent_cuda_device_index():
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
 def test_cuda_size_limit_is_checked_before_allocating():
     # Was: a MemoryError from allocating 2**40 rows, before the documented ValueError.
-    from dmlnumba import target_cuda
+    from dmlnumba.gpu import target as target_cuda
 
     huge = np.broadcast_to(np.zeros(1, np.uint8), (1 << 20, 1 << 20))  # no memory behind it
     with pytest.raises(ValueError, match=r"counts at most"):
@@ -391,17 +391,18 @@ def test_cuda_parameter_blocks_travel_by_value():
     parameters: nothing is uploaded for it, at any call (an upload at call time was
     a ``cuMemAlloc`` that a CUDA graph capture refuses, and a cached device copy an
     address that a replay would read after it was freed)."""
-    from dmlnumba import target_cuda
+    from dmlnumba.gpu import plans
+    from dmlnumba.gpu import target as target_cuda
     from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, size
 
     x = target_cuda._new_view((4, 5), np.dtype(np.float32))
     count = target_cuda._new_view((1,), np.dtype(np.uint32))
     coords = target_cuda._new_view((20, 2), np.dtype(np.uint32))
-    p = target_cuda.NonzeroPlan(x, 2, count, coords, 20)
+    p = plans.NonzeroPlan(x, 2, count, coords, 20)
     assert len(p.params) == size(NONZERO_CUDA)
     assert all(type(v) is int for v in p.params)
     assert p.params[NONZERO_CUDA.total] == 20 and p.params[NONZERO_CUDA.width] == 2
-    s = target_cuda.SlicePlan(x, (0, 4), (1, -1), target_cuda._new_view((4, 5), x.dtype))
+    s = plans.SlicePlan(x, (0, 4), (1, -1), target_cuda._new_view((4, 5), x.dtype))
     for spec in s.specs:
         if spec is not None:
             assert len(spec[3]) == size(SLICE_CUDA) and all(type(v) is int for v in spec[3])
@@ -419,8 +420,8 @@ def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):
     import time
     import types
 
-    from dmlnumba import launch
     from dmlnumba.caches import Bounded
+    from dmlnumba.gpu import launch
 
     inside, most, calls = [0], [0], []
     guard = threading.Lock()
@@ -498,7 +499,7 @@ def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
     import logging
     import time
 
-    from dmlnumba import compiling
+    from dmlnumba.cpu import compiling
 
     monkeypatch.setattr(compiling, "NOTICE_AFTER", 0.05)
     calls = []

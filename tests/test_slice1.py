@@ -189,7 +189,8 @@ def test_cuda_slice_kernel_variants(below, monkeypatch):
     same: reversed and strided dimensions, element copies, a tile count that wraps
     the next-to-last dimension, into a strided output.  The 8-byte word copy keeps
     64-bit positions."""
-    from dmlnumba import config, launch
+    from dmlnumba import config
+    from dmlnumba.gpu import launch
 
     monkeypatch.setattr(config, "CUDA_SLICE_32BIT_BELOW", below)
     monkeypatch.setattr(config, "CUDA_SLICE_ROWS", 3)
@@ -257,8 +258,9 @@ def test_rows_too_wide_to_prefetch():
 def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypatch):
     """New outputs of at most CPU_SLICE_NUMPY_MAX elements take NumPy's view-and-copy
     (bit-exact: a byte copy); larger ones the kernel."""
-    from dmlnumba import api, config, target_cpu
+    from dmlnumba import api, config
     from dmlnumba.caches import Bounded
+    from dmlnumba.cpu import target as target_cpu
 
     calls = []
     real = target_cpu._copy

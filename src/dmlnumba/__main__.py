@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 import dmlnumba
-from dmlnumba.target_cpu import ARGWHERE_BUFFER_MAX
+from dmlnumba.cpu.target import ARGWHERE_BUFFER_MAX
 
 
 def _host(a):

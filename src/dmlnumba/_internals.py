@@ -16,8 +16,8 @@ versions it is tested against (``tests/test_import.py`` checks the installed one
 - numba (``>=0.60``): none beyond the public API.
 - PyTorch: ``torch._C._cuda_getCurrentRawStream`` (the current stream's raw
   handle, as Triton's launcher reads it; the public query is the fallback, see
-  :func:`dmlnumba.device_arrays.torch_current_stream`).
-- torch.compile: ``_dynamo_marked_constant`` on :func:`dmlnumba.api._torch_ops_ready`
+  :func:`dmlnumba.gpu.views.torch_current_stream`).
+- torch.compile: ``_dynamo_marked_constant`` on :func:`dmlnumba.interop.torch_ops_ready`
   (what ``torch.compiler.assume_constant_result`` sets, set without importing
   torch; see :mod:`dmlnumba.torch_ops`).
 """

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from . import target_cpu
 from . import validation as v
 from .arrays import current_cupy_device, is_dask, is_numba_array, library
 from .caches import Bounded
+from .cpu import target as target_cpu
 from .dispatch import resolve
+from .interop import as_library, torch_dtype, torch_ops_ready, torch_view, traced
 from .window import window  # noqa: F401  (re-exported)
 
 #: Validated calls into new outputs (NumPy arrays on the CPU, PyTorch CUDA tensors
@@ -26,40 +27,6 @@ _runners = Bounded()  # runner functions (nonzero ones carry .lib, .target)
 
 
 _modules = sys.modules
-
-
-def _traced(input):
-    """Whether this call is being traced by torch.compile or torch.export (or gets a
-    PyTorch tensor subclass, such as a FakeTensor): then it goes through the
-    registered PyTorch operators (:mod:`dmlnumba.torch_ops`), which the tracer
-    records as one node each.  Cheap where PyTorch is not loaded."""
-    torch = _modules.get("torch")
-    if torch is None:
-        return False
-    if torch.compiler.is_compiling():
-        return True
-    tp = type(input)
-    return tp is not torch.Tensor and isinstance(input, torch.Tensor) and _subclass(tp)
-
-
-def _subclass(tp):
-    """A tensor subclass the eager path cannot read (FakeTensor, FunctionalTensor,
-    wrapper subclasses); ``torch.nn.Parameter`` and plain subclasses are read."""
-    torch = _modules["torch"]
-    return tp is not torch.nn.Parameter and "_subclasses" in (tp.__module__ or "")
-
-
-def _torch_ops_ready():
-    """Register the PyTorch operators (once) and say so.  Under torch.compile this
-    runs when traced, not in the graph (marked as a constant result, see
-    :mod:`dmlnumba._internals`), so that a first call inside a compiled function
-    registers them too."""
-    from . import torch_ops  # noqa: F401  (registers on import)
-
-    return True
-
-
-_torch_ops_ready._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def _remember(key, run):
@@ -97,60 +64,6 @@ def _no_outputs_for_dask(f, stream, **outs):
             f"{f}(): stream= does not apply to dask arrays (each task runs on its "
             f"chunk's current stream)"
         )
-
-
-def _torch_view(t, f, name="input"):
-    """``(tensor, bfloat16)``: a PyTorch tensor as the kernels can read it, its lazy
-    negation resolved (a view whose storage holds the un-negated values), a
-    bfloat16 one viewed as float16 (whose zero bits, copy and NaN rule are the same);
-    ``bfloat16`` says which.  A conjugated one (complex) is refused."""
-    torch = _modules["torch"]
-    if t.is_conj():
-        raise TypeError(f"{f}(): {name} is a conjugated (complex) tensor, which is not supported")
-    if t.is_neg():
-        t = t.resolve_neg()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.float16), True
-    return t, False
-
-
-def _torch_dtype(dtype):
-    """``dtype=`` for the PyTorch operator: a torch dtype (NumPy's named the same way
-    map to it)."""
-    torch = _modules["torch"]
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = np.dtype(dtype).name
-    if not hasattr(torch, name):
-        raise TypeError(f"nonzero_coordinates(): dtype {name} has no PyTorch counterpart")
-    return getattr(torch, name)
-
-
-def _as_library(lib, target, a):
-    """A new result as the input's library's array: a PyTorch tensor over the same
-    memory for PyTorch inputs on the CPU (CUDA targets allocate in PyTorch and
-    CuPy already); a JAX array for JAX inputs (see :func:`_to_jax`)."""
-    if lib == "torch" and target is target_cpu:
-        import torch
-
-        return torch.from_numpy(a)
-    if lib == "jax":
-        return _to_jax(target, a)
-    return a
-
-
-def _to_jax(target, a):
-    """A result as a JAX array, through DLPack.  JAX runs on streams of its own, so
-    on the GPU the call's work (on the legacy default stream, where JAX inputs run)
-    is waited for first: JAX may then read the result on any stream."""
-    import jax
-
-    if target is target_cpu:
-        return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
-    from cuda.core.utils import StridedMemoryView
-
-    target.synchronize(0)
-    return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))
 
 
 def _fresh_key(input, device, stream):
@@ -274,8 +187,8 @@ def slice1(
     Raises TypeError for arguments of the wrong type and ValueError for bad
     values, before anything is written.
     """
-    if _traced(input):
-        _torch_ops_ready()
+    if traced(input):
+        torch_ops_ready()
         ops = _modules["torch"].ops.dmlnumba
         if out is None:
             return ops.slice1(input, offsets, sizes, strides, output_sizes)
@@ -302,9 +215,9 @@ def slice1(
     if lib == "jax":  # JAX computes asynchronously, on streams of its own
         input.block_until_ready()
     elif lib == "torch":
-        input, bf16 = _torch_view(input, f)
+        input, bf16 = torch_view(input, f)
         if bf16:  # copied as float16 (the same two bytes)
-            o = out if out is None else _torch_view(out, f, "out")[0]
+            o = out if out is None else torch_view(out, f, "out")[0]
             r = slice1(
                 input, offsets, sizes, strides, output_sizes, out=o, device=device, stream=stream
             )
@@ -323,7 +236,7 @@ def slice1(
     if out is None:
         new = target.empty(out_shape, x.dtype, ks, x, lib, f)
         target.slice1(x, starts, steps, target.describe(new, "out", f), ks, fresh=True)
-        return _as_library(lib, target, new)
+        return as_library(lib, target, new)
     o = _check_out(target, out, x.dtype, out_shape, "out", f)
     target.slice1(x, starts, steps, o, ks)
     return out
@@ -363,11 +276,11 @@ def nonzero_coordinates(
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
-    if _traced(input):
-        _torch_ops_ready()
+    if traced(input):
+        torch_ops_ready()
         ops = _modules["torch"].ops.dmlnumba
         if out_count is None and out_coordinates is None:
-            return ops.nonzero_coordinates(input, width, _torch_dtype(dtype), max_count)
+            return ops.nonzero_coordinates(input, width, torch_dtype(dtype), max_count)
         if out_count is None or out_coordinates is None:
             raise TypeError(
                 "nonzero_coordinates(): under torch.compile, pass both out_count= and "
@@ -412,9 +325,9 @@ def nonzero_coordinates(
         input, width, dtype, max_count, out_count, out_coordinates, device, stream, key=key
     )[:4]
     if out_count is None:
-        count = _as_library(lib, target, count)
+        count = as_library(lib, target, count)
     if out_coordinates is None:
-        coords = _as_library(lib, target, coords)
+        coords = as_library(lib, target, coords)
     return count, coords
 
 
@@ -449,7 +362,7 @@ def _nonzero(
     if lib == "jax":  # JAX computes asynchronously, on streams of its own
         input.block_until_ready()
     elif lib == "torch":
-        input, bf16 = _torch_view(input, f)
+        input, bf16 = torch_view(input, f)
         if bf16:  # counted as float16: the same zeros (+0, -0), the rest non-zero
             return _nonzero(
                 input, width, dtype, max_count, out_count, out_coordinates, device, stream, f
@@ -549,8 +462,8 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     allocated.  On CUDA this reads the count back to the host, so it waits for the
     GPU once.
     """
-    if _traced(input):
-        _torch_ops_ready()
+    if traced(input):
+        torch_ops_ready()
         return _modules["torch"].ops.dmlnumba.argwhere(input)
     key, run = _nonzero_runner("argwhere", input, None, np.int64, None, device, stream)
     if run is not None:  # a repeated CPU call (CPU runners only: see _nonzero)
@@ -561,4 +474,4 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     )[:4]
     if target is None:  # a dask array: the compact rows, lazily
         return coords
-    return _as_library(lib, target, coords)  # the compact rows, counted first
+    return as_library(lib, target, coords)  # the compact rows, counted first

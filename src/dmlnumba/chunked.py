@@ -168,7 +168,7 @@ def _axis_plan(chunks, start, step, m, reach=None):
 def _slice_block(op, blocks, pieces, shape, dtype, kind):
     """One output block from the input ``blocks`` it reads, by ``op`` (the in-memory
     ``dmlnumba.slice1``, passed in so that this module does not import the API)."""
-    from . import target_cpu
+    from .cpu import target as target_cpu
 
     with target_cpu.one_thread():
         if len(pieces) == 1 and tuple(pieces[0][3]) == tuple((0, n) for n in shape):
@@ -284,7 +284,7 @@ def _nonzero_block(op, block, width, dtype, offsets, kind, shape, f):
     in the whole array's terms.  ``op`` is the in-memory
     ``dmlnumba.nonzero_coordinates`` (for CuPy blocks)."""
     if kind == "numpy":
-        from . import target_cpu
+        from .cpu import target as target_cpu
 
         with target_cpu.one_thread():
             n, coords = target_cpu.nonzero_run(

@@ -13,8 +13,9 @@ import os
 
 import numpy as np
 
-from . import config, target_cpu
+from . import config
 from .arrays import is_cuda_array, library
+from .cpu import target as target_cpu
 from .validation import host_array
 
 _cuda = None
@@ -43,7 +44,7 @@ def cuda_target(func="dmlnumba"):
                 f"NVIDIA GPU, or no driver). Run on the CPU (device='cpu'), or set "
                 f"NUMBA_ENABLE_CUDASIM=1 before importing numba to use numba's CUDA simulator"
             )
-        from . import target_cuda
+        from .gpu import target as target_cuda
 
         _cuda = target_cuda
     return _cuda

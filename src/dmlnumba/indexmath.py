@@ -4,8 +4,8 @@ Each function is a leaf (it calls none of the others), takes only scalars and
 1-d integer arrays, and writes its results into buffers the caller passes in.
 That keeps the module valid three ways: as ordinary Python (the unit tests call
 it directly), compiled by ``numba.njit(inline="always")`` for the CPU kernels
-(:mod:`dmlnumba.kernels_cpu`), and compiled by ``numba.cuda.jit(device=True)``
-for the GPU kernels (:mod:`dmlnumba.indexmath_gpu`).
+(:mod:`dmlnumba.cpu.kernels`), and compiled by ``numba.cuda.jit(device=True)``
+for the GPU kernels (:mod:`dmlnumba.gpu.indexmath`).
 
 Conventions: ``shape``/``strides`` hold ``ndim`` entries; strides are in
 elements (not bytes) and may be negative or zero; ``linear`` is an element's

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from . import api
 from .api import nonzero_coordinates, slice1
 from .arrays import is_cuda_array, is_dask, library
 from .dispatch import cuda_target, resolve
+from .interop import as_library
 from .validation import INT64_MAX, INT64_MIN, NONZERO_DTYPES, SLICE_DTYPES, check_dtype, check_ndim
 
 __all__ = ["window", "slice", "nonzero", "ops"]
@@ -224,7 +224,7 @@ def _empty(x: Any, target: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype)
         return x[tuple(builtins.slice(0, n) for n in shape)]
     lib = library(x)
     stream = target.call_stream(lib, None, a)
-    return api._as_library(lib, target, target.empty(shape, dtype, stream, a, lib, "onnx.slice"))
+    return as_library(lib, target, target.empty(shape, dtype, stream, a, lib, "onnx.slice"))
 
 
 def _as_uint8(x: Any) -> Any:

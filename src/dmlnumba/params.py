@@ -56,7 +56,7 @@ def pack(decl, /, **values):
     return a
 
 
-#: The CUDA slice1 kernel's block (see :mod:`dmlnumba.slice_kernel`).
+#: The CUDA slice1 kernel's block (see :mod:`dmlnumba.gpu.slice_kernel`).
 SLICE_CUDA = declare(
     "SliceCuda",
     rows=("shape", "src_strides", "dst_strides"),
@@ -72,7 +72,7 @@ SLICE_CUDA = declare(
     ),
 )
 
-#: The CUDA nonzero kernel's block (see :mod:`dmlnumba.nonzero_kernel`).
+#: The CUDA nonzero kernel's block (see :mod:`dmlnumba.gpu.nonzero_kernel`).
 NONZERO_CUDA = declare(
     "NonzeroCuda",
     # magic, shift: dividing by shape[d] with a multiply (dmlnumba.layout.divisor)
@@ -91,7 +91,7 @@ NONZERO_CUDA = declare(
     ),
 )
 
-#: The CPU nonzero drivers' block (see :mod:`dmlnumba.kernels_cpu`).
+#: The CPU nonzero drivers' block (see :mod:`dmlnumba.cpu.kernels`).
 NONZERO_CPU = declare(
     "NonzeroCpu",
     rows=("shape", "strides"),  # of the row-major order counted (strides: of the input)

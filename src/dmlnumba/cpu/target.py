@@ -5,18 +5,15 @@ arrays out for the kernels and launches them.  It imports numba's CPU kernels
 on first use, so ``import dmlnumba`` stays light.
 """
 
-import contextlib
-import os
-import threading
-
 import numpy as np
 
-from . import config
-from .arrays import library
+from .. import config
+from ..arrays import library
+from ..layout import c_strides, extent, slice_geometry
+from ..params import NONZERO_CPU, pack
+from ..validation import host_array, nonzero_mask, uint_of_size
 from .compiling import run as _run
-from .layout import c_strides, extent, slice_geometry
-from .params import NONZERO_CPU, pack
-from .validation import host_array, nonzero_mask, uint_of_size
+from .threads import one_thread, run_parallel, threads_ok  # noqa: F401  (one_thread: dask's)
 
 name = "cpu"
 #: Largest nonzero input (None: no limit beyond the coordinate type's).
@@ -28,83 +25,10 @@ _masks = {}
 def kernels():
     global _kernels
     if _kernels is None:
-        from . import kernels_cpu
+        from . import kernels as kernels_cpu
 
         _kernels = kernels_cpu
     return _kernels
-
-
-_fork_child = False
-#: ``one_thread``: set by tasks of a dask graph, whose scheduler's threads are the
-#: parallelism (numba's pool on top of them would oversubscribe the cores).
-_local = threading.local()
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Kernels called inside run on the calling thread (a dask task's: the scheduler's
-    threads are the parallelism there)."""
-    before = getattr(_local, "one_thread", False)
-    _local.one_thread = True
-    try:
-        yield
-    finally:
-        _local.one_thread = before
-
-
-def _mark_fork_child():
-    global _fork_child
-    _fork_child = True
-
-
-os.register_at_fork(after_in_child=_mark_fork_child)
-
-
-def _threads_ok():
-    """Whether a parallel kernel may run in this process.  GNU OpenMP's thread
-    pool does not survive ``fork()``: numba's ``omp`` layer kills a forked child
-    that enters a parallel region once the parent has started the pool.  Such a
-    child runs every kernel on its own thread instead (same results)."""
-    if getattr(_local, "one_thread", False):
-        return False
-    if not _fork_child:
-        return True
-    import numba
-
-    try:
-        return numba.threading_layer() != "omp"
-    except ValueError:  # no thread pool was started before the fork
-        return True
-
-
-#: Held by the thread whose kernel runs on numba's threads, until a parallel call has
-#: shown that numba's threading layer takes parallel regions from several threads at
-#: once: tbb and omp do; workqueue aborts the process ("Concurrent access has been
-#: detected"), so under it one parallel region runs at a time, for good.
-_pool = threading.Lock()
-_pool_shared = False
-
-
-def _run_parallel(parallel, serial, key, *args):
-    """``parallel(*args)`` on numba's threads; ``serial(*args)`` on this thread where
-    another thread's parallel region runs and numba's layer may not take two (the
-    same results either way)."""
-    global _pool_shared
-    if _pool_shared:
-        return _run(parallel, key + ("parallel",), *args)
-    if not _pool.acquire(blocking=False):
-        return _run(serial, key, *args)
-    try:
-        result = _run(parallel, key + ("parallel",), *args)
-        import numba
-
-        try:
-            _pool_shared = numba.threading_layer() != "workqueue"
-        except ValueError:  # no pool started (NUMBA_DISABLE_JIT): keep to one at a time
-            pass
-    finally:
-        _pool.release()
-    return result
 
 
 def _copy(src, src_base, dst, dst_base, geom, size):
@@ -114,8 +38,8 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
     key = ("slice1", 8 * src.itemsize) + _read_only_key(src)
-    if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and _threads_ok():
-        _run_parallel(
+    if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and threads_ok():
+        run_parallel(
             k.slice_copy_parallel,
             k.slice_copy,
             key,
@@ -134,7 +58,7 @@ def _copy(src, src_base, dst, dst_base, geom, size):
 def _read_only_key(src):
     """``("read-only",)`` for a read-only input view, which compiles kernels of its
     own (see :func:`flat`), else ``()``: a part of a kernel's name for
-    :func:`dmlnumba.compiling.run`."""
+    :func:`dmlnumba.cpu.compiling.run`."""
     return () if src.flags.writeable else ("read-only",)
 
 
@@ -185,8 +109,8 @@ def _parallel(p):
 def _nonzero_with(p, src, out, count):
     k = kernels()
     key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize) + _read_only_key(src)
-    if _parallel(p) and _threads_ok():
-        _run_parallel(k.nonzero_parallel, k.nonzero, key, src, p, out, count)
+    if _parallel(p) and threads_ok():
+        run_parallel(k.nonzero_parallel, k.nonzero, key, src, p, out, count)
     else:
         _run(k.nonzero, key, src, p, out, count)
 
@@ -302,7 +226,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None):
     """A function that runs this validated slice1 call (into a new output) on any
     input laid out like ``x`` (same dtype, shape and strides), with the layout
     work done once.  :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``:
-    the input's library, as for :func:`dmlnumba.target_cuda.slice1_runner` (only
+    the input's library, as for :func:`dmlnumba.gpu.target.slice1_runner` (only
     plain NumPy arrays reach this target's runners, so None)."""
     dtype = x.dtype
     u = uint_of_size(dtype.itemsize)
@@ -429,9 +353,9 @@ def argwhere(x):
     k = kernels()
     bits = (8 * src.itemsize,) + _read_only_key(src)
     rows = np.empty(p[NONZERO_CPU.nblocks] + 1, np.int64)
-    parallel = _parallel(p) and _threads_ok()
+    parallel = _parallel(p) and threads_ok()
     if parallel:
-        _run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, src, p, rows)
+        run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, src, p, rows)
     else:
         _run(k.count_blocks, ("count",) + bits, src, p, rows)
     count = int(rows[-1])
@@ -440,7 +364,7 @@ def argwhere(x):
         out = coords.reshape(-1).view(np.uint64)
         key = ("write", bits[0], 64) + bits[1:]
         if parallel:
-            _run_parallel(k.write_blocks_parallel, k.write_blocks, key, src, p, out, rows)
+            run_parallel(k.write_blocks_parallel, k.write_blocks, key, src, p, out, rows)
         else:
             _run(k.write_blocks, key, src, p, out, rows)
     return coords

@@ -1,12 +1,12 @@
 """The CUDA nonzero kernel: one pass over the input, rows in ascending element order.
 
-Each block takes the next tile (:func:`~dmlnumba.tile_status.take_tile`) and
+Each block takes the next tile (:func:`~dmlnumba.gpu.tile_status.take_tile`) and
 runs three named steps:
 
 1. **count** (:func:`count_vector`, then :func:`count_strided` for what is
    left): each warp reads its ``32 * items`` consecutive elements once, keeps
    one 32-bit ballot mask per 32 of them in shared memory, and counts;
-2. **look-back** (:func:`~dmlnumba.tile_status.look_back`): the block publishes
+2. **look-back** (:func:`~dmlnumba.gpu.tile_status.look_back`): the block publishes
    its count and learns where its rows start;
 3. **write** (:func:`write_rows`, :func:`stage_rows`): each warp writes its
    rows from the kept masks, visiting only the mask words that hold a
@@ -23,10 +23,10 @@ constant, so the loops over a vector's elements unroll into registers.
 
 from numba import cuda, int64, uint32, uint64
 
+from ..params import MAXD, copier, size
+from ..params import NONZERO_CUDA as P
 from . import tile_status as ts
-from .indexmath_gpu import advance, is_nonzero, offset, unravel
-from .params import MAXD, copier, size
-from .params import NONZERO_CUDA as P
+from .indexmath import advance, is_nonzero, offset, unravel
 from .warp import (
     all_lanes,
     ballot,
@@ -537,7 +537,7 @@ def make_nonzero(V, item, narrow=False, staged=0):
 
         ``p`` is a :data:`~dmlnumba.params.NONZERO_CUDA` block, passed by value
         (a tuple of kernel parameters: nothing to allocate or upload per call);
-        ``status`` the look-back buffer (:mod:`dmlnumba.tile_status`), zeroed on
+        ``status`` the look-back buffer (:mod:`dmlnumba.gpu.tile_status`), zeroed on
         the stream before the launch (unused by a launch of one block); ``vec`` 1
         where the input is C-contiguous and 16-byte aligned.
         """

@@ -20,11 +20,11 @@ import threading
 
 from numba import cuda, types
 
-from . import config
-from ._internals import function_handle
-from .caches import Bounded
+from .. import config
+from .._internals import function_handle
+from ..caches import Bounded
+from ..params import NONZERO_CUDA, SLICE_CUDA, size
 from .nonzero_kernel import make_nonzero
-from .params import NONZERO_CUDA, SLICE_CUDA, size
 from .slice_kernel import make_slice
 from .warp import SIM
 

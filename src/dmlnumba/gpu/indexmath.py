@@ -1,8 +1,8 @@
 """The shared index math (:mod:`dmlnumba.indexmath`) compiled for CUDA kernels:
 ``numba.cuda.jit(device=True)``, one device function each (the CPU's compile
-list is at the top of :mod:`dmlnumba.kernels_cpu`)."""
+list is at the top of :mod:`dmlnumba.cpu.kernels`)."""
 
-from . import indexmath as _im
+from .. import indexmath as _im
 from .warp import device
 
 unravel = device(_im.unravel)

@@ -9,7 +9,7 @@ that all threads of a block reach together (block-uniform control flow); on a
 GPU that is more than the warp-uniformity they need, never less.
 
 This is the only module that knows about the simulator's limits: the kernels
-(:mod:`dmlnumba.slice_kernel`, :mod:`dmlnumba.nonzero_kernel`) call these and
+(:mod:`dmlnumba.gpu.slice_kernel`, :mod:`dmlnumba.gpu.nonzero_kernel`) call these and
 have no simulator branches.
 """
 

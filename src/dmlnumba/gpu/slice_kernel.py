@@ -13,9 +13,9 @@ compile-time constant, so the loops unroll into registers).
 
 from numba import cuda, int32, int64
 
-from .indexmath_gpu import row_start
-from .params import MAXD, copier, size
-from .params import SLICE_CUDA as P
+from ..params import MAXD, copier, size
+from ..params import SLICE_CUDA as P
+from .indexmath import row_start
 
 #: Slots of the parameter block.
 PSIZE = size(P)

@@ -1,0 +1,40 @@
+"""CPU kernels: the shared index math compiled by ``numba.njit``, run on all cores.
+
+Importing this module imports numba but compiles nothing: every kernel compiles
+on its first call, once per bit width, and is cached on disk (``cache=True``).
+Arrays arrive as flat unsigned-integer views (see :mod:`dmlnumba.layout`), so
+one specialization serves every rank, layout and dtype of a bit width (a second
+one, compiled on first use, read-only inputs such as broadcasts).  The
+drivers release the GIL (``nogil=True``), so that calls from several threads (a
+dask scheduler's, an application's) run at the same time.
+
+The drivers, each one body compiled serial and ``parallel=True``:
+
+- :mod:`.slice_kernels`: slice1's strided copy, chunk by chunk;
+- :mod:`.nonzero_kernels`: nonzero's per-block counts, scan and writes (the count
+  pass in :mod:`.nonzero_count`, the write pass in :mod:`.nonzero_write`).
+
+Their building blocks: :mod:`.indexmath` (the shared index math, compiled here)
+and :mod:`.llvm` (prefetch and bit-count intrinsics).
+"""
+
+from .nonzero_kernels import (
+    count_blocks,
+    count_blocks_parallel,
+    nonzero,
+    nonzero_parallel,
+    write_blocks,
+    write_blocks_parallel,
+)
+from .slice_kernels import slice_copy, slice_copy_parallel
+
+__all__ = [
+    "count_blocks",
+    "count_blocks_parallel",
+    "nonzero",
+    "nonzero_parallel",
+    "write_blocks",
+    "write_blocks_parallel",
+    "slice_copy",
+    "slice_copy_parallel",
+]

@@ -1,0 +1,74 @@
+"""LLVM intrinsics for the CPU kernels: a software prefetch and bit counts (one
+instruction each where the CPU has it), with plain-Python stand-ins where numba's
+JIT is disabled."""
+
+from llvmlite import ir
+from numba import config as _nbconfig
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """Hint the CPU to load the cache line holding ``arr[idx]`` (``llvm.prefetch``,
+    read, keep in all levels).  A hint only: it never faults and reads nothing
+    into the program, so an address is not bounds-checked."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        if getattr(i8p, "is_opaque", False):  # opaque pointers (LLVM 15 and later)
+            name = "llvm.prefetch.p0"
+        else:
+            name = "llvm.prefetch.p0i8"
+        ptr = builder.bitcast(ptr, i8p)
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), name
+        )
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _bit_count(op):
+    """An intrinsic: llvmlite's ``op`` (``ctpop``, ``cttz`` or ``ctlz``) of a uint64,
+    as an int64 (one instruction where the CPU has it)."""
+
+    @intrinsic
+    def count(typingctx, x):
+        def codegen(context, builder, signature, args):
+            if op == "ctpop":
+                return builder.ctpop(args[0])
+            return getattr(builder, op)(args[0], ir.Constant(ir.IntType(1), 0))
+
+        return types.int64(types.uint64), codegen
+
+    return count
+
+
+#: Set bits, trailing zeros and leading zeros of a uint64 (64 where it is 0).
+popcount = _bit_count("ctpop")
+trailing_zeros = _bit_count("cttz")
+leading_zeros = _bit_count("ctlz")
+
+
+if _nbconfig.DISABLE_JIT:  # plain Python (debugging): an intrinsic cannot be called there
+
+    def prefetch(arr, idx):
+        pass
+
+    def popcount(x):
+        return bin(int(x)).count("1")
+
+    def trailing_zeros(x):
+        x = int(x)
+        return (x & -x).bit_length() - 1 if x else 64
+
+    def leading_zeros(x):
+        return 64 - int(x).bit_length()

@@ -1,0 +1,111 @@
+"""The CPU nonzero count pass and compaction: non-zeros of a row or a range of
+elements counted, and their positions gathered into a buffer."""
+
+import numpy as np
+
+from .indexmath import _inline, is_nonzero, next_row, offset, unravel
+
+#: Elements compacted at a time by the write pass (the size of its index buffer).
+COMPACT = 1024
+
+
+@_inline
+def _count_contiguous(src, p, n, mask):
+    """Non-zero elements among ``src[p : p + n]``.  An unsigned position spares the
+    loop numba's negative-index handling, so it vectorizes."""
+    c = 0
+    up = np.uint64(p)
+    for k in range(n):
+        c += is_nonzero(src[up + np.uint64(k)], mask)
+    return c
+
+
+@_inline
+def _count_strided(src, p, st, n, mask):
+    """Non-zero elements among ``src[p], src[p + st], ...`` (``n`` of them), with
+    positions in unsigned (modular) arithmetic: a negative ``st`` wraps around to
+    the same positions."""
+    c = 0
+    up = np.uint64(p)
+    ust = np.uint64(st)
+    for k in range(n):
+        c += is_nonzero(src[up + np.uint64(k) * ust], mask)
+    return c
+
+
+@_inline
+def _count_row(src, p, st, n, mask):
+    """Non-zero elements among ``src[p], src[p + st], ...`` (``n`` of them).
+
+    Each loop sits in a helper of its own, and no helper makes a view (a slice):
+    an inlined helper that branches between loops, or slices, keeps an atomic
+    incref and decref of its array arguments around every call (numba's reference
+    counting is pruned only in simpler shapes), which cost 40-60 ns a call, once per
+    row of a non-contiguous input (docs/PERFORMANCE.md)."""
+    if st == 1:
+        return _count_contiguous(src, p, n, mask)
+    return _count_strided(src, p, st, n, mask)
+
+
+@_inline
+def _compact_from(src, up, k0, n, mask, out, c):
+    """Write the positions ``k`` (k0 <= k < k0 + n) of the non-zero elements among
+    ``src[up + k]`` into ``out`` from ``out[c]``, in order, without a branch; return
+    the position after the last one written.  Every element's position is written
+    (a zero's is overwritten by the next non-zero's), so ``out`` needs room for
+    ``n`` from ``c``, and one more where the last element is zero.  ``out`` is
+    indexed unsigned: a signed ``c`` of unknown sign costs each store numba's
+    negative-index fix-up (about 10% of the loop)."""
+    for k in range(k0, k0 + n):
+        out[np.uint64(c)] = k
+        c += is_nonzero(src[up + np.uint64(k)], mask)
+    return c
+
+
+@_inline
+def _compact_contiguous(src, p, n, mask, buf):
+    """Write the positions ``k`` (0 <= k < n) of the non-zero elements among
+    ``src[p : p + n]`` into ``buf``, in order, without a branch; return how many."""
+    return _compact_from(src, np.uint64(p), 0, n, mask, buf, 0)
+
+
+@_inline
+def _compact_strided(src, p, st, n, mask, buf):
+    """:func:`_compact_contiguous` of ``src[p], src[p + st], ...`` (positions as in
+    :func:`_count_strided`)."""
+    c = 0
+    up = np.uint64(p)
+    ust = np.uint64(st)
+    for k in range(n):
+        buf[c] = k
+        c += is_nonzero(src[up + np.uint64(k) * ust], mask)
+    return c
+
+
+@_inline
+def _compact_row(src, p, st, n, mask, buf):
+    """The positions of the non-zero elements among ``src[p], src[p + st], ...``
+    (``n`` of them) into ``buf``; return how many (see :func:`_count_row`).  The
+    contiguous loop is about 10% faster at 1% density than the strided one with
+    ``st == 1``."""
+    if st == 1:
+        return _compact_contiguous(src, p, n, mask, buf)
+    return _compact_strided(src, p, st, n, mask, buf)
+
+
+@_inline
+def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
+    """Number of non-zero elements among elements ``[lo, hi)`` (row-major order)."""
+    coords = np.empty(ndim, np.int64)
+    unravel(lo, shape, ndim, coords)
+    last = ndim - 1
+    row = shape[last]
+    st = strides[last]
+    remaining = hi - lo
+    c = 0
+    while remaining > 0:
+        n = min(row - coords[last], remaining)
+        c += _count_row(src, sb + offset(coords, strides, ndim), st, n, mask)
+        remaining -= n
+        next_row(coords, shape, ndim)
+    return c

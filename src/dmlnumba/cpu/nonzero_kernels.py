@@ -1,0 +1,241 @@
+"""The CPU nonzero kernels: per-block counts, an exclusive scan, then each block's
+rows (:mod:`.nonzero_write`); one body compiled serial and ``parallel=True``."""
+
+import numpy as np
+from numba import prange
+
+from ..params import NONZERO_CPU as P
+from .compiling import jit
+from .indexmath import _inline, is_nonzero
+from .llvm import leading_zeros as _leading_zeros
+from .llvm import popcount as _popcount
+from .llvm import trailing_zeros as _trailing_zeros
+from .nonzero_count import _compact_from, _count_contiguous
+from .nonzero_write import DENSE_OF, _count_block, _write_block
+
+#: Elements a sparse pass of :func:`_positions` reads at a time (one 64-bit mask);
+#: a group with at most ``SPARSE_BITS`` non-zeros is written one set bit at a time.
+GROUP = 64
+SPARSE_BITS = 16
+
+
+@_inline
+def _group_bits(src, up, g, n, mask):
+    """A uint64 with bit ``j`` set where element ``g + j`` (of ``n``, read at
+    ``src[up + g + j]``) is non-zero: 64 elements, fewer at the end.  The loop
+    vectorizes (about 0.1 ns an element)."""
+    b = up + np.uint64(g)
+    m = np.uint64(0)
+    if g + GROUP <= n:
+        for j in range(GROUP):
+            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
+    else:
+        for j in range(n - g):
+            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
+    return m
+
+
+@jit
+def _positions(src, p, n, mask, out):
+    """Write the positions ``k`` of the non-zero elements among ``src[p : p + n]``
+    into ``out``, in order, and nothing past them; return how many.  These are the
+    one-column coordinates of a C-contiguous input of effective rank 1 (every
+    dimension but the last of size 1).
+
+    The first 64 elements choose the way (docs/PERFORMANCE.md):
+    - a quarter or more of them non-zero: one branchless loop
+      (:func:`_compact_from`) that ends on the last non-zero element, about half
+      the time :func:`_write_range` takes for 1000 elements;
+    - fewer: 64 elements at a time, the non-zero ones as a bit mask
+      (:func:`_group_bits`).  A group with none is skipped, one with at most
+      ``SPARSE_BITS`` is written one set bit at a time, a denser one by the
+      branchless loop up to its last set bit.  1000 elements at 1% take about
+      0.2 us of work instead of 0.45.
+    """
+    up = np.uint64(p)
+    h = min(GROUP, n)
+    if _count_contiguous(src, p, h, mask) * DENSE_OF >= h:
+        e = n
+        while e > 0 and not is_nonzero(src[up + np.uint64(e - 1)], mask):
+            e -= 1
+        return _compact_from(src, up, 0, e, mask, out, 0)
+    c = 0
+    one = np.uint64(1)
+    for g in range(0, n, GROUP):
+        m = _group_bits(src, up, g, n, mask)
+        if _popcount(m) <= SPARSE_BITS:
+            while m:
+                out[np.uint64(c)] = g + _trailing_zeros(m)
+                c += 1
+                m &= m - one
+        else:
+            c = _compact_from(src, up, g, GROUP - _leading_zeros(m), mask, out, c)
+    return c
+
+
+@_inline
+def _scan(rows, nblocks):
+    """``rows[b + 1]`` holds block ``b``'s count: make ``rows[b]`` its first row."""
+    rows[0] = 0
+    for b in range(nblocks):
+        rows[b + 1] += rows[b]
+
+
+def _nonzero_driver(parallel):
+    """The nonzero driver, on numba's threads or the calling one (see
+    :func:`_slice_driver`)."""
+    loop = prange if parallel else range
+
+    def nonzero(src, p, out, count):
+        """NONZERO_COORDINATES of the elements ``[first, first + n)`` of the
+        row-major order of the shape in ``p`` (the whole input; a dask block's
+        run of the whole array's order), in that shape's coordinates.  ``p`` is a
+        :data:`~dmlnumba.params.NONZERO_CPU` block; everything but the arrays is
+        in it, since numba's dispatch costs about 0.1 us an argument.
+
+        Block ``b`` holds elements ``first + [b*block, (b+1)*block)``.  Pass 1
+        counts each block's non-zeros; the exclusive scan of the counts gives each
+        block its first output row; pass 2 writes each block's rows, those below
+        ``limit`` (the rows ``out`` holds).  The result is in ascending element
+        order with no sort and no atomics; the count is the true count, also where
+        it exceeds ``limit``.  A single block whose rows all fit needs no scan, so
+        no counting pass either: its write, bounded by the worst case (every
+        element), ends on the count.
+        """
+        mask = src.dtype.type(p[P.mask])  # the bits that make an element non-zero
+        src_base = p[P.src_base]
+        first = p[P.first]
+        n = p[P.n]
+        block = p[P.block]
+        nblocks = p[P.nblocks]
+        contiguous = p[P.contiguous] != 0
+        limit = p[P.limit]
+        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
+        single = nblocks == 1 and limit >= n  # one block, every row fits: no count, no scan
+        if single and contiguous and first == 0 and w[3] == 1 and w[1] == 1 and w[0] == 0:
+            # One column, rows packed from out[0]: the positions are the rows.
+            count[p[P.count_pos]] = _positions(src, src_base, n, mask, out)
+            return
+        ndim = p[P.ndim]
+        shape = p[P.shape : P.shape + ndim]
+        strides = p[P.strides : P.strides + ndim]
+        if single:
+            count[p[P.count_pos]] = _write_block(
+                src,
+                src_base,
+                mask,
+                shape,
+                strides,
+                first,
+                n,
+                block,
+                np.int64(0),
+                out,
+                w,
+                np.int64(0),
+                n,
+                contiguous,
+            )
+            return
+        rows = np.empty(nblocks + 1, np.int64)
+        rows[0] = 0
+        for b in loop(nblocks):
+            rows[b + 1] = _count_block(
+                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
+            )
+        _scan(rows, nblocks)
+        for b in loop(nblocks):
+            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
+            _write_block(
+                src,
+                src_base,
+                mask,
+                shape,
+                strides,
+                first,
+                n,
+                block,
+                np.int64(b),
+                out,
+                w,
+                lo,
+                hi,
+                contiguous,
+            )
+        count[p[P.count_pos]] = rows[nblocks]
+
+    return jit(parallel=parallel, nogil=True)(nonzero)
+
+
+nonzero = _nonzero_driver(False)
+nonzero_parallel = _nonzero_driver(True)
+
+
+def _passes_driver(parallel):
+    """The nonzero driver's two passes as drivers of their own (for argwhere, which
+    allocates its result between them): :func:`count_blocks` then, into exactly as
+    many rows as it counted, :func:`write_blocks`.  ``loop``: see
+    :func:`_slice_driver`."""
+    loop = prange if parallel else range
+
+    def count_blocks(src, p, rows):
+        """Pass 1 of ``nonzero``: ``rows[b]`` becomes block ``b``'s first output row
+        and ``rows[nblocks]`` the count (``rows`` has ``nblocks + 1`` entries)."""
+        mask = src.dtype.type(p[P.mask])
+        src_base = p[P.src_base]
+        first = p[P.first]
+        n = p[P.n]
+        block = p[P.block]
+        nblocks = p[P.nblocks]
+        contiguous = p[P.contiguous] != 0
+        ndim = p[P.ndim]
+        shape = p[P.shape : P.shape + ndim]
+        strides = p[P.strides : P.strides + ndim]
+        rows[0] = 0
+        for b in loop(nblocks):
+            rows[b + 1] = _count_block(
+                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
+            )
+        _scan(rows, nblocks)
+
+    def write_blocks(src, p, out, rows):
+        """Pass 2 of ``nonzero``: each block's coordinates into its rows, from
+        ``rows`` (:func:`count_blocks`'), those below the limit in ``p``."""
+        mask = src.dtype.type(p[P.mask])
+        src_base = p[P.src_base]
+        first = p[P.first]
+        n = p[P.n]
+        block = p[P.block]
+        nblocks = p[P.nblocks]
+        contiguous = p[P.contiguous] != 0
+        limit = p[P.limit]
+        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
+        ndim = p[P.ndim]
+        shape = p[P.shape : P.shape + ndim]
+        strides = p[P.strides : P.strides + ndim]
+        for b in loop(nblocks):
+            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
+            _write_block(
+                src,
+                src_base,
+                mask,
+                shape,
+                strides,
+                first,
+                n,
+                block,
+                np.int64(b),
+                out,
+                w,
+                lo,
+                hi,
+                contiguous,
+            )
+
+    return jit(parallel=parallel, nogil=True)(count_blocks), jit(parallel=parallel, nogil=True)(
+        write_blocks
+    )
+
+
+count_blocks, write_blocks = _passes_driver(False)
+count_blocks_parallel, write_blocks_parallel = _passes_driver(True)

@@ -1,0 +1,264 @@
+"""The CPU nonzero write pass: coordinates of a block's non-zeros, from compacted
+positions (sparse runs) or from the elements directly (dense runs)."""
+
+import numpy as np
+
+from .compiling import jit
+from .indexmath import (
+    _inline,
+    advance,
+    block_bounds,
+    is_nonzero,
+    next_row,
+    offset,
+    unravel,
+    write_coordinates,
+)
+from .nonzero_count import COMPACT, _compact_row, _count_range, _count_row
+
+#: Compacted runs of at least ``DENSE_MIN`` elements, at least one in ``DENSE_OF`` of
+#: them non-zero, are written by :func:`_write_dense`; sparser or shorter runs (a
+#: call's fixed cost weighs on short rows of a non-contiguous input) by
+#: :func:`_write_sparse` (docs/PERFORMANCE.md).
+DENSE_OF = 4
+DENSE_MIN = 128
+
+
+@_inline
+def _write_sparse(buf, c, k0, pos, coords, shape, strides, ndim, out, ob, rs, cs, row, W):
+    """Write the coordinate rows of the ``c`` non-zero elements ``k0 + buf[:c]``,
+    from row ``row``, moving the odometer ``coords`` (standing at element ``pos``)
+    by each one's distance from the last (dividing only when a row wraps);
+    return the next row and the odometer's element.  ``W``: the width."""
+    last = ndim - 1
+    n_last = shape[last]
+    for i in range(c):
+        e = k0 + buf[i]
+        cl = coords[last] + (e - pos)
+        if cl < n_last:
+            coords[last] = cl
+        else:  # a row wrapped: let the odometer carry
+            advance(coords, shape, strides, ndim, e - pos, 0)
+        pos = e
+        write_coordinates(out, ob + row * rs, cs, coords, ndim, W, coords[last])
+        row += 1
+    return row, pos
+
+
+@jit
+def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row, head, W):
+    """Write the coordinate rows of the non-zero elements among the ``m`` elements
+    ``src[p + k * st]`` that follow the odometer ``coords`` (which moves past them),
+    from row ``row``; the ``m``-th element is non-zero.
+
+    Every element's row is written, and the row advances past it only where the
+    element is non-zero: no branch on the data, and a zero's row is overwritten by
+    the next non-zero's, which ends the run (so nothing is left past the count).
+    ``W``, the width, and the strides ``rs`` and ``cs`` are compiled in where they
+    are literals (the column loop unrolled, the addresses constant steps); ``head``
+    (at least ``W - 1`` entries) holds a row's outer coordinates.  The rows of a
+    plane (the coordinates before the next-to-last fixed) follow each other with
+    the next-to-last coordinate in a local: the odometer carries once a plane, not
+    once a row, which took (1000, 1) from 3.1-4.2 to 2.6 us (docs/PERFORMANCE.md)."""
+    last = ndim - 1
+    first = ndim - W
+    n_last = shape[last]
+    # Positions in unsigned (modular) arithmetic, which spares every access numba's
+    # negative-index fix-up; negative strides wrap around to the same positions.
+    uob = np.uint64(ob)
+    urs = np.uint64(rs)
+    ucs = np.uint64(cs)
+    ust = np.uint64(st)
+    pen = last - 1  # the next-to-last dimension: column W - 2, kept in a local
+    n_pen = shape[pen] if ndim > 1 else 1
+    k = 0
+    while k < m:
+        c0 = coords[last]
+        r = coords[pen] if ndim > 1 else 0
+        for i in range(W - 1):
+            head[i] = coords[first + i]
+        # Up to three outer columns in locals: out may alias head for all numba
+        # tells LLVM, which then reloads head after every store (10-20% of a
+        # 3-column row's time, docs/PERFORMANCE.md).
+        h0 = head[0]
+        h1 = head[1] if W > 2 else h0
+        h2 = head[2] if W > 3 else h0
+        # The rows of one plane (the outer coordinates fixed) one after another,
+        # the next-to-last coordinate counted in ``r``: the odometer carries only
+        # where that dimension wraps (rows of one element: a carry every element).
+        while True:
+            n = min(n_last - c0, m - k)
+            if W == 2:
+                h0 = r
+            elif W == 3:
+                h1 = r
+            elif W == 4:
+                h2 = r
+            elif W > 4:
+                head[W - 2] = r
+            q = np.uint64(p + k * st)
+            for j in range(n):
+                ub = uob + np.uint64(row) * urs
+                if W > 0:
+                    if W <= 4:
+                        if W > 1:
+                            out[ub] = h0
+                        if W > 2:
+                            out[ub + ucs] = h1
+                        if W > 3:
+                            out[ub + np.uint64(2) * ucs] = h2
+                    else:
+                        for i in range(W - 1):
+                            out[ub + np.uint64(i) * ucs] = head[i]
+                    out[ub + np.uint64(W - 1) * ucs] = c0 + j
+                row += is_nonzero(src[q + np.uint64(j) * ust], mask)
+            k += n
+            c0 += n
+            if c0 < n_last or k >= m or r + 1 >= n_pen:
+                break
+            c0 = 0
+            r += 1
+        coords[last] = c0
+        if ndim > 1:
+            coords[pen] = r
+        if c0 == n_last and k < m:
+            next_row(coords, shape, ndim)
+    return row
+
+
+@_inline
+def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_end, contiguous):
+    """Write the coordinates of the non-zero elements among ``[lo, hi)`` into rows
+    ``[row, row_end)`` of ``out`` (``w``: out_base, row stride, column stride,
+    width), in element order; return the row after the last one written.
+
+    Runs of elements that are consecutive in memory (the rest of the range where
+    the input is C-contiguous, else the rest of a row), ``COMPACT`` elements at a
+    time, are either dense or sparse.  A dense run is written element by element
+    without a branch (:func:`_write_dense`); a sparse one is compacted (the
+    positions of its non-zeros, found without branches) and written row by row
+    from the positions (:func:`_write_sparse`); either way never a row at or past
+    ``row_end`` (below the block's count where ``max_count`` cut it).  A run after
+    a dense one is counted first, which costs less than compacting and is all a
+    dense run needs; a run after a sparse one is compacted straight away.  The
+    dense write is compiled for each of the widths 1 to 4 into packed rows (row
+    stride the width, column stride 1: every default output), with the width and
+    both strides as constants, which takes a quarter to a third off a 2- or
+    3-column write (docs/PERFORMANCE.md); other widths and layouts share one
+    compilation.
+    """
+    if row == row_end:
+        return row
+    ob, rs, cs, width = w
+    packed = rs == width and cs == 1
+    coords = np.empty(ndim, np.int64)
+    buf = np.empty(COMPACT, np.int64)
+    head = np.empty(max(width - 1, 1), out.dtype)  # a dense row's outer coordinates
+    unravel(lo, shape, ndim, coords)
+    last = ndim - 1
+    n_last = shape[last]
+    pos = lo  # the element the odometer stands at
+    k0 = lo
+    guess_dense = True  # the last run's density, the guess for this one's
+    while k0 < hi:
+        advance(coords, shape, strides, ndim, k0 - pos, 0)
+        pos = k0
+        if contiguous:
+            m = min(COMPACT, hi - k0)
+            p = sb + k0
+            st = 1
+        else:
+            m = min(COMPACT, hi - k0, n_last - coords[last])
+            p = sb + offset(coords, strides, ndim)
+            st = strides[last]
+        room = row_end - row
+        e = 0  # a dense run's end: just past its last non-zero that gets a row
+        c = -1  # its non-zeros, where known
+        if guess_dense and m >= DENSE_MIN:
+            # Likely dense: count first (a vectorized loop, about 2.5x faster than
+            # compacting) and, where the run is dense and fits, find its end.
+            c = _count_row(src, p, st, m, mask)
+            if c * DENSE_OF >= m and c <= room:
+                e = m
+                while not is_nonzero(src[p + (e - 1) * st], mask):
+                    e -= 1
+        if e == 0 and c != 0:
+            c = min(_compact_row(src, p, st, m, mask, buf), room)
+            if c > 0 and c * DENSE_OF >= m and m >= DENSE_MIN:
+                e = buf[c - 1] + 1  # up to the c-th non-zero: the run ends on its row
+        guess_dense = c * DENSE_OF >= m
+        if e > 0:
+            # The arguments one by one: a tuple of them would hold references to the
+            # arrays, counted (atomically) for every run.
+            if packed and width == 1:
+                row = _write_dense(
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 1, 1, row, head, 1
+                )
+            elif packed and width == 2:
+                row = _write_dense(
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 2, 1, row, head, 2
+                )
+            elif packed and width == 3:
+                row = _write_dense(
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 3, 1, row, head, 3
+                )
+            elif packed and width == 4:
+                row = _write_dense(
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, 4, 1, row, head, 4
+                )
+            else:  # any other layout, and widths 0 and 5 to 8: one compilation
+                row = _write_dense(
+                    src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, width
+                )
+            pos = k0 + e
+        elif c > 0:
+            row, pos = _write_sparse(
+                buf, c, k0, pos, coords, shape, strides, ndim, out, ob, rs, cs, row, width
+            )
+        if row == row_end:
+            return row
+        k0 += m
+        if not contiguous:
+            # The run lay within a row: step the odometer to its end (the next row's
+            # start where the row ended) without the division advance() would make.
+            coords[last] += k0 - pos
+            pos = k0
+            if coords[last] == n_last and k0 < hi:
+                next_row(coords, shape, ndim)
+    return row
+
+
+@jit
+def _count_block(src, sb, mask, shape, strides, first, n, block, b, contiguous):
+    """Non-zero elements of block ``b``: elements ``first + [b*block, (b+1)*block)``
+    (clipped to ``first + n``) of the row-major order of ``shape``."""
+    lo, hi = block_bounds(b, block, n)
+    lo += first
+    hi += first
+    if contiguous:
+        return _count_row(src, sb + lo, 1, hi - lo, mask)
+    return _count_range(src, sb, mask, shape, strides, shape.shape[0], lo, hi)
+
+
+@jit
+def _write_block(
+    src, sb, mask, shape, strides, first, n, block, b, out, w, row, row_end, contiguous
+):
+    """Write block ``b``'s coordinates into rows ``[row, row_end)`` (see
+    :func:`_write_range`); return the row after the last one written."""
+    lo, hi = block_bounds(b, block, n)
+    return _write_range(
+        src,
+        sb,
+        mask,
+        shape,
+        strides,
+        shape.shape[0],
+        lo + first,
+        hi + first,
+        out,
+        w,
+        row,
+        row_end,
+        contiguous,
+    )

@@ -1,0 +1,158 @@
+"""Device memory of the CUDA target that is not the caller's arrays: the device's
+stream-ordered pool (and, inside a capture, graph allocations), look-back buffers
+from the caller's allocator, memsets and host-to-device copies, all on the call's
+stream."""
+
+from numba import cuda
+
+from .streams import (
+    capturing,
+    core_stream,
+    refuse_capture,
+    torch_current_stream,
+    torch_device,
+    torch_module,
+    torch_stream,
+)
+from .warp import SIM
+
+_pools: dict = {}  # device -> cuda.core DeviceMemoryResource (stream-ordered pool)
+_graph_pools: dict = {}  # device -> cuda.core GraphMemoryResource (inside a capture)
+_contexts: dict = {}  # device -> numba context (for numba arrays over pool memory)
+
+
+_device_ids: dict = {}  # current context handle -> its device's index
+
+
+def device_id(device):
+    """``device``, or where it is None the current context's device (numba's
+    query of it, 1-2 us, made once per context)."""
+    if device is not None:
+        return device
+    ctx = current_context()
+    dev = _device_ids.get(ctx)
+    if dev is None:
+        dev = cuda.get_current_device().id
+        if ctx:
+            _device_ids[ctx] = dev
+    return dev
+
+
+def pool_buffer(nbytes, handle, device=None, func=None):
+    """A cuda.core buffer of ``nbytes`` from the device's stream-ordered memory pool,
+    allocated on the stream.  Inside a capture (where the pool refuses), a graph
+    allocation for a call's own scratch, freed in the graph by
+    ``buffer.close(core_stream(handle))``; for an output (``func`` names the
+    call), a ValueError: memory that a graph allocates is the graph's, and an
+    array over it would outlive it."""
+    dev = device_id(device)
+    try:
+        return pool(dev).allocate(max(nbytes, 1), stream=core_stream(handle))
+    except RuntimeError:
+        if not capturing(handle):
+            raise
+    if func is not None:
+        refuse_capture(handle, func, "allocates new numba device arrays (pass out= arrays)")
+    mr = _graph_pools.get(dev)
+    if mr is None:
+        from cuda.core import GraphMemoryResource
+
+        mr = _graph_pools[dev] = GraphMemoryResource(dev)
+    return mr.allocate(max(nbytes, 1), stream=core_stream(handle))
+
+
+def pool(dev):
+    mr = _pools.get(dev)
+    if mr is None:
+        from cuda.core import DeviceMemoryResource
+
+        mr = _pools[dev] = DeviceMemoryResource(dev)
+    return mr
+
+
+def numba_context(dev):
+    ctx = _contexts.get(dev)
+    if ctx is None:
+        ctx = _contexts[dev] = cuda.current_context()
+    return ctx
+
+
+def _context_query():
+    """The query of the current context's handle as an int (0 where none is
+    current): ``cuCtxGetCurrent`` through cuda.bindings (0.3 us), or numba's slower
+    view of the same with older bindings; under the simulator, a constant."""
+    if SIM:
+        return lambda: 1
+    try:
+        from cuda.bindings.driver import cuCtxGetCurrent
+    except ImportError:  # pragma: no cover
+        return lambda: cuda.current_context().handle.value
+    return lambda: int(cuCtxGetCurrent()[1])
+
+
+current_context = _context_query()
+
+
+def scratch(lib, like):
+    """``(alloc, release)`` for a call's look-back buffer: ``alloc(words, handle)``
+    gives ``(address, keep)`` of ``words`` uint64 on the device, for use on that
+    stream, and ``release(keep, handle)`` gives it back after the launch.  A
+    PyTorch input's buffer comes from PyTorch's caching allocator (inside
+    ``torch.cuda.graph``, from the graph's own pool); any other from the device's
+    stream-ordered pool, freed on the stream after the launch (inside a capture,
+    a graph allocation freed in the graph)."""
+    if lib == "torch":
+        torch = torch_module()
+        dev = torch_device(like)
+        new_empty = torch.empty(0, dtype=torch.int64, device=dev).new_empty
+
+        def alloc_torch(words, handle):
+            if handle == torch_current_stream(torch)(dev):
+                t = new_empty(words)
+            else:
+                with torch.cuda.stream(torch_stream(torch, handle, dev)):
+                    t = new_empty(words)
+            return t.data_ptr(), t
+
+        return alloc_torch, _keep_until_freed
+    device = like.device
+
+    def alloc_pool(words, handle):
+        buf = pool_buffer(8 * words, handle, device)
+        return int(buf.handle), buf
+
+    return alloc_pool, _close_on
+
+
+def _keep_until_freed(keep, handle):
+    """A PyTorch buffer is freed when its tensor is: PyTorch's allocator reuses the
+    block only for work ordered after this stream's."""
+
+
+def _close_on(buf, handle):
+    buf.close(core_stream(handle))
+
+
+def zero(ptr, nbytes, handle):
+    """Zero ``nbytes`` (a multiple of 4) at ``ptr`` on the stream: a memset, which a
+    CUDA graph captures."""
+    from cuda.bindings import driver
+
+    (err,) = driver.cuMemsetD32Async(ptr, 0, nbytes // 4, handle)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuMemsetD32Async failed: {err}")
+
+
+def upload(host, handle, device=None):
+    """A C-contiguous NumPy array copied to a new pool buffer on the stream:
+    ``(buffer, address)``.  The copy reads pageable memory, so the driver has taken
+    the bytes when this returns."""
+    from cuda.bindings import driver
+
+    buf = pool_buffer(host.nbytes, handle, device)
+    ptr = int(buf.handle)
+    if host.nbytes:
+        (err,) = driver.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, handle)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuMemcpyHtoDAsync failed: {err}")
+    return buf, ptr

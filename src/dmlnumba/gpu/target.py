@@ -1,0 +1,289 @@
+"""The CUDA target: plans made once per call shape, bound per call.
+
+Arguments arrive validated (see :mod:`dmlnumba.api`) and described by
+:class:`~dmlnumba.gpu.views.DeviceView`; the stream arrives as its raw
+handle (:func:`~dmlnumba.gpu.views.call_stream`).  Inputs are read in place,
+whatever their strides; nothing waits for the GPU.  NumPy inputs are copied to
+the device first.
+
+A plan (:class:`NonzeroPlan`, :class:`SlicePlan`) holds everything a call of one
+shape needs beyond addresses: the kernel variant, the launch geometry and the
+parameter block, which is passed by value.  A launch is therefore
+self-contained on its stream: nothing is allocated for it but what the
+caller's allocator gives, nothing it reads is host state that a CUDA graph's
+replay would repeat, and the nonzero look-back buffer is zeroed by a memset on
+the same stream (as CUB initialises its tile status per call).  Calls on
+different streams share nothing but the plans (no lock).
+"""
+
+import contextlib
+
+import numpy as np
+from numba import cuda
+
+from ..layout import c_strides
+from ..validation import shares_memory as shares_memory_exact
+from ..validation import uint_of_size
+from . import tile_status as ts
+from .memory import (  # noqa: F401  (the target's interface)
+    current_context,
+    scratch,
+    upload,
+    zero,
+)
+from .plans import _arg, nonzero_plan, slice_plan
+from .streams import (  # noqa: F401  (the target's interface)
+    call_stream,
+    capturing,
+    check_stream,
+    core_stream,
+    numba_stream,
+    refuse_capture,
+)
+from .views import (  # noqa: F401  (the target's interface)
+    DeviceView,
+    Flat,
+    describe,
+    flat,
+    host_view,
+    library_io,
+    new_array,
+    staged,
+    to_host,
+    view_of,
+)
+from .warp import SIM
+
+name = "cuda"
+#: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
+MAX_ELEMENTS = (1 << ts.VALUE_BITS) - 1
+#: The status argument of a launch of one tile (which never reads it).
+
+
+def device_count():
+    return len(cuda.gpus)
+
+
+def is_writeable(v):
+    return not v.readonly
+
+
+def as_device_array(x, device, func, name):
+    """The input as a :class:`DeviceView`; a NumPy input is staged for upload after
+    validation (nothing is copied before the checks pass)."""
+    if isinstance(x, np.ndarray):
+        return staged(x, device)
+    return view_of(x, device)
+
+
+_NO_CONTEXT = contextlib.nullcontext()  # reusable: one for every call
+
+
+def _context(v):
+    return _NO_CONTEXT if v.device is None else cuda.gpus[v.device]
+
+
+def empty(shape, dtype, stream, like, lib=None, func="dmlnumba"):
+    """A new output of library ``lib`` for use on stream handle ``stream`` (see
+    :func:`~dmlnumba.gpu.views.new_array`)."""
+    with _context(like):
+        return new_array(lib, shape, dtype, stream, like, func)
+
+
+def _materialize(v, handle, func):
+    """Upload a staged NumPy input: ``(view, buffer)`` (the buffer, or None, to free
+    on the stream after the launch)."""
+    if v.host is None:
+        return v, None
+    refuse_capture(handle, func, "copies a NumPy input to the GPU")
+    h = np.ascontiguousarray(v.host)
+    if SIM:
+        d = cuda.to_device(h if all(st >= 0 for st in h.strides) else h.copy())
+        return view_of(d, v.device), None
+    buf, ptr = upload(h, handle, v.device)
+    strides = tuple(st * h.itemsize for st in c_strides(h.shape))
+    return DeviceView(buf, h.shape, strides, h.dtype, ptr, False, v.device), buf
+
+
+def _release(buf, handle):
+    if buf is not None:
+        buf.close(core_stream(handle))
+
+
+# --------------------------------------------------------------------- the general path
+
+
+def slice1(x, starts, steps, out, stream, fresh=False, func="slice1"):
+    with _context(x):
+        x, buf = _materialize(x, stream, func)
+        if not fresh and _overlaps(x, out):
+            tmp = view_of(new_array(None, out.shape, out.dtype, stream, x, func), x.device)
+            slice1(x, starts, steps, tmp, stream, func=func)
+            slice1(tmp, (0,) * out.ndim, (1,) * out.ndim, out, stream, func=func)
+        else:
+            slice_plan(x, starts, steps, out).launch(stream, x.ptr, out.ptr)
+        _release(buf, stream)
+
+
+def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinates"):
+    """``limit``: the rows to write at most (default: every element's)."""
+    if limit is None:
+        limit = x.size
+    if not width or not coords.size or not limit:  # no coordinates to write
+        width = limit = 0
+    with _context(x):
+        if x.size == 0:
+            cp, _, cbase, _ = flat(count)
+            if SIM:
+                _arg(cp, cbase + 1, count.itemsize)[cbase] = 0
+            else:
+                zero(cp + cbase * count.itemsize, count.itemsize, stream)
+            return
+        x, buf = _materialize(x, stream, func)
+        plan = nonzero_plan(x, width, count, coords, limit)
+        out = coords if width else count
+        plan.launch(stream, x.ptr, out.ptr, count.ptr, scratch(_lib_of(x), x))
+        _release(buf, stream)
+
+
+def _lib_of(v):
+    from ..arrays import library
+
+    return library(v.obj)
+
+
+def overlaps(a, b):
+    """Whether ``a`` and ``b`` may share memory (their address ranges meet; a yes
+    costs a copy).  A staged NumPy input is on the host, apart from any output."""
+    if a.host is not None or b.host is not None:
+        return False
+    return _overlaps(a, b)
+
+
+def _overlaps(a, b):
+    if a.size == 0 or b.size == 0:
+        return False
+    a0, a1 = a.span()
+    b0, b1 = b.span()
+    return a0 < b1 and b0 < a1
+
+
+def shares_memory(a, b):
+    """Whether ``a`` and ``b`` share memory (exact)."""
+    return shares_memory_exact(
+        a.ptr, a.shape, a.strides, a.itemsize, b.ptr, b.shape, b.strides, b.itemsize
+    )
+
+
+def copy_into(src, dst, stream):
+    """``dst[...] = src`` on the device, for views of the same number of elements
+    (``src`` C-contiguous, as the call's own new arrays are)."""
+    shape = tuple(dst.shape)
+    strides = tuple(s * src.itemsize for s in c_strides(shape))
+    v = DeviceView(src.obj, shape, strides, src.dtype, src.ptr, False, src.device)
+    slice1(v, (0,) * len(shape), (1,) * len(shape), dst, stream)
+
+
+def leading_rows(coords, n):
+    """The first ``n`` rows of a coordinates matrix ((R, N) or DirectML's padded shapes)."""
+    shape = tuple(coords.shape[:-2]) + (n, coords.shape[-1])
+    return DeviceView(
+        coords.obj, shape, coords.strides, coords.dtype, coords.ptr, coords.readonly, coords.device
+    )
+
+
+def synchronize(stream):
+    """Wait for the work queued on stream handle ``stream``."""
+    numba_stream(stream).synchronize()
+
+
+def read_count(count, stream, func="argwhere"):
+    """The value of a 1-element count array (a DeviceView), read back: waits for the
+    stream (refused inside a capture, which cannot read back)."""
+    refuse_capture(stream, func, "reads the count back to the host")
+    p, _, _, _ = flat(count)
+    s = numba_stream(stream)
+    f = Flat(count.obj, p, 1, uint_of_size(count.itemsize))
+    arr = cuda.as_cuda_array(f) if not SIM else cuda.to_device(host_view(f))
+    h = arr.copy_to_host(stream=s)
+    s.synchronize()
+    return int(h[0])
+
+
+# ------------------------------------------------------------------ repeated default calls
+
+
+def _new_view(shape, dtype):
+    """A view of a new C-contiguous array (pointer filled in per call)."""
+    strides = tuple(v * dtype.itemsize for v in c_strides(shape))
+    return DeviceView(None, shape, strides, dtype, 0, False)
+
+
+def _fast_ok(x, lib):
+    return not SIM and x.device is None and x.size
+
+
+def _bare(x):
+    """``x`` without its array (a runner must not keep its first input alive)."""
+    return DeviceView(None, x.shape, x.strides, x.dtype, 0, False)
+
+
+def _source(x, ptr_of, func):
+    """A runner's input: ``(layout, read)``, ``read(obj, handle)`` giving ``(address,
+    buffer to free after the launch or None)``.  A NumPy input sent to the GPU is
+    uploaded, C-contiguous, per call (refused inside a capture)."""
+    if x.host is None:
+        return x, lambda obj, handle: (ptr_of(obj), None)
+
+    def read(obj, handle):
+        refuse_capture(handle, func, "copies a NumPy input to the GPU")
+        buf, ptr = upload(np.ascontiguousarray(obj), handle)
+        return ptr, buf
+
+    return _new_view(x.shape, x.dtype), read
+
+
+def nonzero_runner(x, width, dtype, rows, lib):
+    """A repeated default nonzero call on inputs of ``x``'s library and layout: new
+    outputs from the library's allocator, one plan bound to the library's current
+    stream.  None where the call has no kernel to run (empty input, no rows or
+    columns)."""
+    if not (_fast_ok(x, lib) and width and rows):
+        return None
+    ptr_of, handle, alloc, scr = library_io(lib, x)
+    new_count, new_coords = alloc((1,), dtype), alloc((rows, width), dtype)
+    count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
+    x, read = _source(x, ptr_of, "nonzero_coordinates")
+    go = nonzero_plan(_bare(x), width, count, coords, rows).launch
+
+    def run(obj):
+        h = handle()
+        xp, buf = read(obj, h)
+        c, xs = new_count(), new_coords()
+        go(h, xp, ptr_of(xs), ptr_of(c), scr)
+        if buf is not None:
+            _release(buf, h)
+        return c, xs
+
+    return run
+
+
+def slice1_runner(x, starts, steps, out_shape, lib):
+    """A repeated default slice1 call (see :func:`nonzero_runner`)."""
+    if not _fast_ok(x, lib) or not all(out_shape):
+        return None
+    ptr_of, handle, alloc, _ = library_io(lib, x)
+    new_out = alloc(tuple(out_shape), x.dtype)
+    x, read = _source(x, ptr_of, "slice1")
+    go = slice_plan(_bare(x), starts, steps, _new_view(tuple(out_shape), x.dtype)).launch
+
+    def run(obj):
+        h = handle()
+        xp, buf = read(obj, h)
+        o = new_out()
+        go(h, xp, ptr_of(o))
+        if buf is not None:
+            _release(buf, h)
+        return o
+
+    return run

@@ -1,0 +1,338 @@
+"""Host side of the CUDA target: reading callers' arrays, their streams, and new
+arrays from the caller's own allocator.
+
+- **Reading.** A :class:`DeviceView` describes any CUDA array (PyTorch, CuPy,
+  numba, anything exporting ``__cuda_array_interface__``) by pointer, shape, byte
+  strides and dtype.  PyTorch's and CuPy's arrays are read through their
+  attributes, not their (slow) interface properties.
+- **Streams.** ``stream=None`` means the input library's current stream:
+  ``torch.cuda.current_stream(device)`` for PyTorch tensors, CuPy's current
+  stream for CuPy arrays, the legacy default stream otherwise.
+- **New arrays.** Outputs are of the input's library and come from its
+  allocator, on the call's stream: PyTorch's caching allocator, CuPy's memory
+  pool, and for numba device arrays (and NumPy inputs sent to the GPU) the
+  device's stream-ordered memory pool (``cudaMallocAsync``, through cuda.core).
+  numba's process-wide memory manager is never replaced.
+
+(Not named ``cuda_arrays``: numba-cuda 0.30's import redirector claims every
+module whose dotted name contains ``numba.cuda``, ``dmlnumba.cuda_arrays`` included,
+and recurses on it.)
+"""
+
+import functools
+import operator
+
+import numpy as np
+from numba import cuda
+
+from ..arrays import is_cuda_array, library
+from ..layout import c_strides, extent
+from ..validation import uint_of_size
+from .memory import device_id, numba_context, pool, pool_buffer, scratch
+from .streams import (
+    core_stream,
+    cupy_device,
+    refuse_capture,
+    torch_current_stream,
+    torch_device,
+    torch_dtypes,
+    torch_module,
+    torch_of,
+    torch_stream,
+)
+from .warp import SIM
+
+#: numba's CUDA simulator: device arrays wrap host arrays and kernels run in Python.
+
+
+class DeviceView:
+    """A NumPy-like description of a device array (or of a NumPy array to upload)."""
+
+    __slots__ = (
+        "obj",
+        "shape",
+        "strides",
+        "dtype",
+        "ptr",
+        "readonly",
+        "ndim",
+        "size",
+        "itemsize",
+        "device",
+        "host",
+        "_span",
+    )
+
+    def __init__(self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None):
+        self.obj = obj
+        self.shape = shape
+        self.dtype = dtype
+        self.itemsize = dtype.itemsize
+        self.strides = strides
+        self.ptr = ptr
+        self.readonly = readonly
+        self.ndim = len(shape)
+        n = 1
+        for s in shape:
+            n *= s
+        self.size = n
+        self.device = device
+        self.host = host
+        self._span = None
+
+    def span(self):
+        """``(first, end)``: the byte addresses from its lowest element to past its highest."""
+        if self._span is None:
+            low, n, _, _ = extent(self.shape, self.strides, self.itemsize)
+            self._span = (self.ptr + low, self.ptr + low + n * self.itemsize)
+        return self._span
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _cai(obj):
+    """``obj.__cuda_array_interface__``; under the simulator, whose device arrays wrap
+    host arrays and export no CAI, the wrapped array's interface (host pointers
+    play the part of device pointers there)."""
+    try:
+        return obj.__cuda_array_interface__
+    except AttributeError:
+        if SIM and hasattr(obj, "_ary"):
+            ai = obj._ary.__array_interface__
+            return {
+                "shape": ai["shape"],
+                "strides": ai["strides"],
+                "typestr": ai["typestr"],
+                "data": ai["data"],
+                "version": 3,
+            }
+        raise
+
+
+def _read_cai(obj):
+    """``(ptr, shape, byte strides, dtype, readonly)`` from the CUDA array interface."""
+    cai = _cai(obj)
+    shape = tuple(cai["shape"])
+    dtype = np.dtype(cai["typestr"])
+    strides = cai.get("strides")
+    if strides is None:
+        strides = tuple(s * dtype.itemsize for s in c_strides(shape))
+    ptr, readonly = cai["data"]
+    return ptr, shape, tuple(strides), dtype, bool(readonly)
+
+
+def _read_cupy(a):
+    # What cupy.ndarray.__cuda_array_interface__ says, without building its dict.
+    return a.data.ptr, a.shape, a.strides, a.dtype, False
+
+
+def _read_torch(t):
+    # What torch.Tensor.__cuda_array_interface__ says, without its Python property
+    # (tens of microseconds).  A tensor that requires grad is read as its data (the
+    # results never require grad, as torch.nonzero's).  Anything unusual goes through
+    # that property, so that PyTorch's own errors (a sparse tensor) come out.
+    if not torch_dtypes:
+        torch_module()
+    dtype = torch_dtypes.get(t.dtype)
+    if dtype is None or not t.is_cuda or t.is_sparse:
+        return _read_cai(t.detach())
+    isz = dtype.itemsize
+    return t.data_ptr(), tuple(t.shape), tuple(s * isz for s in t.stride()), dtype, False
+
+
+_readers = {"torch": _read_torch, "cupy": _read_cupy}
+
+
+def view_of(obj, device=None):
+    """A :class:`DeviceView` of a CUDA array."""
+    ptr, shape, strides, dtype, readonly = _readers.get(library(obj), _read_cai)(obj)
+    return DeviceView(obj, shape, strides, dtype, ptr, readonly, device)
+
+
+def describe(a, name, func):
+    if isinstance(a, DeviceView):
+        return a
+    if not is_cuda_array(a):
+        raise TypeError(
+            f"{func}(): {name} must be a CUDA array (CuPy, PyTorch, Numba), not {type(a).__name__}"
+        )
+    return view_of(a)
+
+
+def staged(x, device):
+    """A NumPy input as a view to upload after validation (nothing is copied before
+    the checks pass)."""
+    return DeviceView(x, x.shape, x.strides, x.dtype, None, False, device, host=x)
+
+
+class Flat:
+    """A 1-d CAI exporter over ``span`` items starting at ``ptr`` (keeps ``owner`` alive)."""
+
+    __slots__ = ("__cuda_array_interface__", "_owner")
+
+    def __init__(self, owner, ptr, span, dtype):
+        self._owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (span,),
+            "strides": None,
+            "typestr": dtype.str,
+            "data": (ptr, False),
+            "version": 3,
+            "stream": None,
+        }
+
+
+class _HostView:
+    pass
+
+
+def host_view(f):
+    """Under the simulator: a NumPy view of the (host) memory a :class:`Flat` describes."""
+    holder = _HostView()
+    cai = f.__cuda_array_interface__
+    holder.__array_interface__ = {
+        "shape": cai["shape"],
+        "typestr": cai["typestr"],
+        "data": cai["data"],
+        "version": 3,
+    }
+    holder._owner = f
+    return np.asarray(holder)
+
+
+def numba_array(f):
+    """A numba device array over a :class:`Flat`."""
+    return cuda.as_cuda_array(f) if not SIM else cuda.to_device(host_view(f))
+
+
+def flat(v):
+    """``(ptr, span, base, element strides)`` of a non-empty device array: the
+    address of its lowest-addressed element, the items from there to its highest,
+    the index of element 0 among them, and its strides in items."""
+    low, span, base, es = extent(v.shape, v.strides, v.itemsize)
+    return v.ptr + low, span, base, es
+
+
+def to_host(obj):
+    """A CUDA array as a NumPy array with the same strides (a copy of the bytes it spans)."""
+    v = view_of(obj)
+    if v.size == 0:
+        return np.empty(v.shape, v.dtype)
+    p, span, base, _ = flat(v)
+    buf = numba_array(Flat(obj, p, span, uint_of_size(v.itemsize))).copy_to_host().view(v.dtype)
+    return np.lib.stride_tricks.as_strided(buf[base:], v.shape, v.strides)
+
+
+def numba_over(buf, shape, dtype, device=None):
+    """A C-contiguous numba device array over the cuda.core buffer ``buf`` (which it
+    keeps alive): numba's array built directly (``_internals.numba_device_array``),
+    not through ``cuda.from_cuda_array_interface``, whose checks cost 10 us."""
+    from .._internals import numba_device_array
+
+    return numba_device_array(
+        numba_context(device_id(device)), int(buf.handle), tuple(shape), dtype, buf
+    )
+
+
+def _pool_array(shape, dtype, handle, device, func="dmlnumba"):
+    """A numba device array from the device's stream-ordered memory pool, allocated
+    on stream ``handle`` and freed on it when the array is garbage."""
+    if SIM:
+        return cuda.device_array(shape, dtype)
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return numba_over(pool_buffer(n, handle, device, func), shape, dtype, device)
+
+
+def new_array(lib, shape, dtype, handle, like, func="dmlnumba"):
+    """A new C-contiguous array of library ``lib`` (None: numba), on ``like``'s
+    device, allocated for use on stream ``handle`` (the library's allocator
+    hands out blocks whose earlier users ran on that stream only)."""
+    shape = tuple(shape)
+    if lib == "torch":
+        torch = torch_module()
+        dev = torch_device(like)
+        if handle == torch_current_stream(torch)(dev):
+            return torch.empty(shape, dtype=torch_of[dtype], device=dev)
+        with torch.cuda.stream(torch_stream(torch, handle, dev)):
+            return torch.empty(shape, dtype=torch_of[dtype], device=dev)
+    if lib == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(cupy_device(like)):
+            if handle == cupy.cuda.get_current_stream().ptr:
+                return cupy.empty(shape, dtype)
+            with cupy.cuda.ExternalStream(handle):  # CuPy's pool keeps its free blocks per stream
+                return cupy.empty(shape, dtype)
+    refuse_capture(handle, func, "allocates new numba device arrays (pass out= arrays)")
+    return _pool_array(shape, dtype, handle, like.device, func)
+
+
+def library_io(lib, v):
+    """For repeated default calls of library ``lib`` (PyTorch, CuPy or numba) on
+    inputs on ``v``'s device: ``(address of an input, the current stream's
+    handle, allocator, scratch)``; ``allocator(shape, dtype)`` gives a function of
+    no arguments that makes a new C-contiguous array of that shape and dtype, and
+    ``scratch`` is :func:`scratch`'s ``(alloc, release)`` for the library.  The
+    fast counterpart of :func:`call_stream` and :func:`new_array` with
+    ``stream=None``: bound built-ins (a method, ``functools.partial``,
+    ``operator.attrgetter``) where the library has them, so a call runs few
+    Python frames of its own.  CuPy calls reach it only where the current device
+    is the input's (see ``dmlnumba.api._fresh_key``)."""
+    if lib == "torch":
+        torch = torch_module()
+        dev = torch_device(v)
+        empty, dtypes = torch.empty, torch_of
+
+        def allocator(shape, dt):
+            # new_empty of a template with no elements (and no memory), which gives the
+            # dtype and device without keywords to parse; the sizes unpacked, which
+            # PyTorch parses faster than a tuple.
+            return functools.partial(empty(0, dtype=dtypes[dt], device=dev).new_empty, *shape)
+
+        return (
+            torch.Tensor.data_ptr,
+            functools.partial(torch_current_stream(torch), dev),
+            allocator,
+            scratch("torch", v),
+        )
+    if lib == "cupy":
+        import cupy
+
+        get = cupy.cuda.get_current_stream
+        return (
+            operator.attrgetter("data.ptr"),
+            (lambda: get().ptr),
+            # The ndarray constructor, which cupy.empty calls from a Python frame.
+            (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
+            scratch("cupy", v),
+        )
+
+    def numba_alloc(shape, dt):
+        # Bound once: the pool's allocation on the legacy stream, and numba's array
+        # made by copying one made once (numba_array_maker).
+        from .._internals import numba_array_maker
+
+        dev = device_id(None)
+        n = dt.itemsize
+        for d in shape:
+            n *= d
+        take = functools.partial(pool(dev).allocate, max(n, 1), stream=core_stream(0))
+        make = numba_array_maker(numba_context(dev), tuple(shape), dt)
+
+        def new():
+            buf = take()
+            return make(int(buf.handle), buf)
+
+        return new
+
+    from .._internals import numba_pointer
+
+    return (
+        numba_pointer,
+        (lambda: 0),
+        numba_alloc,
+        scratch(None, v),
+    )
