@@ -118,15 +118,15 @@ def record_paths(monkeypatch, device):
     on numba's threads); on CUDA ``(name, source bits, launch arguments)``."""
     seen = []
     if device == "cpu":
-        from dmlnumba.cpu import target as target_cpu
+        from dmlnumba.cpu import compiling
 
-        real_run = target_cpu._run
+        real_run = compiling.run
 
         def run(kernel, key, *args):
             seen.append(("cpu", key))
             return real_run(kernel, key, *args)
 
-        monkeypatch.setattr(target_cpu, "_run", run)
+        monkeypatch.setattr(compiling, "run", run)
         return seen
     from dmlnumba.caches import Bounded
     from dmlnumba.gpu import launch, plans

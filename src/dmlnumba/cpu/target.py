@@ -12,7 +12,7 @@ from ..arrays import library
 from ..layout import c_strides, extent, slice_geometry
 from ..params import NONZERO_CPU, pack
 from ..validation import host_array, nonzero_mask, uint_of_size
-from .compiling import run as _run
+from . import compiling
 from .threads import one_thread, run_parallel, threads_ok  # noqa: F401  (one_thread: dask's)
 
 name = "cpu"
@@ -52,7 +52,7 @@ def _copy(src, src_base, dst, dst_base, geom, size):
             nchunks,
         )
     else:
-        _run(k.slice_copy, key, src, src_base, dst, dst_base, geom, chunk, nchunks)
+        compiling.run(k.slice_copy, key, src, src_base, dst, dst_base, geom, chunk, nchunks)
 
 
 def _read_only_key(src):
@@ -112,7 +112,7 @@ def _nonzero_with(p, src, out, count):
     if _parallel(p) and threads_ok():
         run_parallel(k.nonzero_parallel, k.nonzero, key, src, p, out, count)
     else:
-        _run(k.nonzero, key, src, p, out, count)
+        compiling.run(k.nonzero, key, src, p, out, count)
 
 
 def describe(a, name, func):
@@ -357,7 +357,7 @@ def argwhere(x):
     if parallel:
         run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, src, p, rows)
     else:
-        _run(k.count_blocks, ("count",) + bits, src, p, rows)
+        compiling.run(k.count_blocks, ("count",) + bits, src, p, rows)
     count = int(rows[-1])
     coords = np.empty((count, w), np.int64)
     if count:
@@ -366,7 +366,7 @@ def argwhere(x):
         if parallel:
             run_parallel(k.write_blocks_parallel, k.write_blocks, key, src, p, out, rows)
         else:
-            _run(k.write_blocks, key, src, p, out, rows)
+            compiling.run(k.write_blocks, key, src, p, out, rows)
     return coords
 
 

@@ -7,7 +7,7 @@ import contextlib
 import os
 import threading
 
-from .compiling import run as _run
+from . import compiling
 
 _fork_child = False
 #: ``one_thread``: set by tasks of a dask graph, whose scheduler's threads are the
@@ -66,11 +66,11 @@ def run_parallel(parallel, serial, key, *args):
     same results either way)."""
     global _pool_shared
     if _pool_shared:
-        return _run(parallel, key + ("parallel",), *args)
+        return compiling.run(parallel, key + ("parallel",), *args)
     if not _pool.acquire(blocking=False):
-        return _run(serial, key, *args)
+        return compiling.run(serial, key, *args)
     try:
-        result = _run(parallel, key + ("parallel",), *args)
+        result = compiling.run(parallel, key + ("parallel",), *args)
         import numba
 
         try:

@@ -17,7 +17,7 @@ from ..params import NONZERO_CUDA, SLICE_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .memory import current_context, zero
-from .nonzero_kernel import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, RING, STAGE_WORDS
+from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, RING, STAGE_WORDS
 from .views import Flat, host_view
 from .warp import SIM
 

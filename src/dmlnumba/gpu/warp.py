@@ -22,9 +22,11 @@ FULL = 0xFFFFFFFF
 
 #: ``cuda.jit(device=True)``, cached on disk on a GPU (the simulator has no cache).
 device = cuda.jit(device=True, cache=not SIM)
-#: Device functions made inside a kernel factory: compiled into the kernel, which
-#: is what the disk cache keeps.
-inline = cuda.jit(device=True)
+#: The nonzero kernel's steps (:mod:`dmlnumba.gpu.nonzero_count`,
+#: :mod:`dmlnumba.gpu.nonzero_write`): module-level device functions inlined into
+#: the kernel at the NVVM level, where the variant constants the kernel passes them
+#: fold (the kernel's disk cache keeps the result).
+agent = cuda.jit(device=True) if SIM else cuda.jit(device=True, forceinline=True)
 
 #: The most threads a simulated block may have (the stand-ins' shared arrays).
 _SIM_THREADS = 1024

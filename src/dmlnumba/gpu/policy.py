@@ -1,0 +1,28 @@
+"""The CUDA kernels' fixed policy: the shared-memory sizes that the nonzero kernel is
+compiled with and that its plan (:mod:`dmlnumba.gpu.plans`) keeps within.  The
+tunable settings (threads a block, items a lane, tiles, register caps, the
+32-bit thresholds) are :mod:`dmlnumba.config`'s, each with its measurement in
+docs/PERFORMANCE.md; the plan math that turns them into a launch is in
+:mod:`dmlnumba.gpu.plans`."""
+
+#: Shared ballot masks per block: warps x items.  The plan keeps
+#: ``(threads // 32) * items`` within this.
+MAX_MASKS = 2048
+#: Rows each warp of a staged kernel holds in shared memory before storing them
+#: (:func:`~dmlnumba.gpu.nonzero_write.stage_rows`): a ring of twice the 32 rows
+#: it stores at a time.
+RING = 64
+#: Shared staging words per block of the staged write pass: warps x RING x width.
+#: The plan allows staging only where ``(threads // 32) * RING * width`` is within this.
+STAGE_WORDS = 4096
+#: Shared words a warp of the width-1 write pass
+#: (:func:`~dmlnumba.gpu.nonzero_write.expand_rows`) holds: the rows of 32 full mask
+#: words, and a word of padding after every 32.
+EXPAND_WARP = 1024 + 32
+#: Shared words per block of the width-1 write pass: warps x EXPAND_WARP.  The plan
+#: takes that pass only where ``(threads // 32) * EXPAND_WARP`` is within this.
+EXPAND_WORDS = 8 * EXPAND_WARP
+#: A staged kernel's tile whose elements are at most 1 / SPARSE_OF non-zero writes
+#: 32 mask words at once, one a lane (the lanes' rows follow each other), instead of
+#: word by word with all lanes on one word's rows.
+SPARSE_OF = 16
