@@ -659,3 +659,65 @@ def test_repeated_numpy_calls_reuse_their_runner(monkeypatch):
         dmlnumba.nonzero_coordinates(x, 1.0)
     with pytest.raises(TypeError, match="max_count"):
         dmlnumba.nonzero_coordinates(x, max_count=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["nonzero", "slice1"])
+def test_changed_settings_reach_repeated_calls(monkeypatch, device, op):
+    """A repeated default call (its runner, or on CUDA its plan, kept from the first)
+    follows a setting changed after it was made, and the old one once it is restored:
+    the caches key on the settings' generation.  Seen in what the kernels are called
+    with: on the CPU whether a call runs on numba's threads, on CUDA the look-back
+    buffer that a launch of several tiles needs."""
+    from dmlnumba import config
+
+    if device == "cuda" and op == "slice1":
+        pytest.skip("slice1's CUDA launch arguments do not show its geometry")
+    rng = np.random.default_rng(5)
+    h = fill(rng, np.float32, 3000, 0.5).reshape(300, 10)
+    if device == "cuda":  # a numba device array: a library whose repeated calls have runners
+        from numba import cuda
+
+        x = cuda.to_device(h)
+    else:
+        x = h
+    want = np.argwhere(h)
+    paths = record_paths(monkeypatch, device)
+
+    def call():
+        paths.clear()
+        if op == "nonzero":
+            count, coords = dmlnumba.nonzero_coordinates(x)
+            _assert_matches_argwhere(h, count, coords)
+            assert int(to_host(count)[0]) == len(want)
+        else:
+            out = dmlnumba.slice1(x, (0, 0), (300, 10), (1, -1))
+            np.testing.assert_array_equal(to_host(out), h[:, ::-1])
+        if device == "cpu":
+            return [key[-1] == "parallel" for _, key in paths]
+        return [_status_words(args) for _, _, args in paths]
+
+    first = [call(), call()]  # made, then repeated
+    assert first[0] == first[1]
+    with monkeypatch.context() as m:
+        m.setattr(config, "CPU_PARALLEL_MIN", 0)
+        m.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
+        m.setattr(config, "CPU_NONZERO_BLOCK", 64)
+        m.setattr(config, "CPU_SLICE_CHUNK", 64)
+        m.setattr(config, "CUDA_THREADS", 32)
+        m.setattr(config, "CUDA_NONZERO_ITEMS", 4)
+        changed = [call(), call()]
+    restored = call()
+    if device == "cpu":  # serial (or NumPy's copy, for a small new slice1 window) at first
+        assert first[0] in ([False], []) and changed == [[True], [True]]
+    else:
+        assert changed[0] == changed[1] and changed[0][0] > max(first[0][0], 2)
+    assert restored == first[0]
+
+
+def _status_words(args):
+    """The look-back buffer's words in a recorded CUDA nonzero launch (a GPU's
+    arguments are flat: the buffer's element count is its third field; under the
+    simulator, an array)."""
+    status = args[2]
+    return status.shape[0] if hasattr(status, "shape") else args[4]

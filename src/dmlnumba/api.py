@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from . import config
 from . import validation as v
 from .arrays import current_cupy_device, is_dask, is_numba_array, library
 from .caches import Bounded
@@ -67,7 +68,8 @@ def _no_outputs_for_dask(f, stream, **outs):
 
 
 def _fresh_key(input, device, stream):
-    """The layout part of a repeated call's key, for calls into new outputs on the
+    """The layout part of a repeated call's key (and the settings' generation, so that
+    a changed setting reaches the next call), for calls into new outputs on the
     input's own device: NumPy arrays (CPU), PyTorch CUDA tensors and CuPy arrays.
     None for anything else (those calls take the full path every time)."""
     if stream is not None:
@@ -75,7 +77,7 @@ def _fresh_key(input, device, stream):
     tp = type(input)
     if tp is np.ndarray:
         if device is None or device == "cpu" or device == "cuda":
-            return (tp, input.dtype, input.shape, input.strides, device)
+            return (tp, input.dtype, input.shape, input.strides, device, config.GENERATION)
         return None
     if device is not None:
         return None
@@ -91,16 +93,17 @@ def _fresh_key(input, device, stream):
             input.get_device(),
             input.requires_grad,
             input.layout,
+            config.GENERATION,
         )
     if lib == "cupy":
         # A runner allocates on CuPy's current device: other devices take the full path.
         dev = input.data.device_id
         if dev != current_cupy_device():
             return None
-        return (tp, input.dtype, input.shape, input.strides, dev)
+        return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
     if is_numba_array(input):
         # A runner allocates on the current device, the one numba's arrays live on.
-        return (tp, input.dtype, input.shape, input.strides)
+        return (tp, input.dtype, input.shape, input.strides, config.GENERATION)
     return None
 
 
@@ -109,7 +112,17 @@ def _numpy_nonzero_key(f, input, width, dtype, max_count):
     (:func:`_fresh_key`'s, unnested), 0.15 us less of a 1000-element call's 5 us.
     ``width`` and ``max_count`` must be None or ints (so that 1.0 or True never
     stands for 1): the callers check."""
-    return (f, input.dtype, input.shape, input.strides, width, dtype, type(dtype), max_count)
+    return (
+        f,
+        input.dtype,
+        input.shape,
+        input.strides,
+        width,
+        dtype,
+        type(dtype),
+        max_count,
+        config.GENERATION,
+    )
 
 
 def _plain_dtype(dtype):
@@ -310,6 +323,7 @@ def nonzero_coordinates(
                 dtype,
                 type(dtype),
                 max_count,
+                config.GENERATION,
             )
             try:
                 run = _runners.get(key)

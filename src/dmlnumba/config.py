@@ -4,7 +4,28 @@ Each can also be set from the environment as ``DMLNUMBA_<NAME>`` (for tuning run
 
 Tests set these (through ``monkeypatch``) so that tiny inputs cross many blocks,
 which exercises the scan and the block seams on inputs that are cheap to check.
+
+Every assignment to a setting (``config.X = v``, ``monkeypatch.setattr``) counts
+in :data:`GENERATION`, which the caches of prepared calls (the API's runners, the
+CUDA plans) take as part of their keys: a call made after a change never reuses
+work prepared under the old values.
 """
+
+import sys
+import types
+
+
+class _Settings(types.ModuleType):
+    """This module's class: an assignment to an upper-case name counts a generation."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name.isupper() and name != "GENERATION":
+            super().__setattr__("GENERATION", self.__dict__.get("GENERATION", 0) + 1)
+
+
+#: Changes to the settings so far (see above).
+GENERATION = 0
 
 #: CPU nonzero: elements per block.  Each block is a contiguous range of the
 #: element order; blocks are counted in parallel, scanned, then written in parallel.
@@ -140,3 +161,5 @@ def _from_env():
 
 
 _from_env()
+
+sys.modules[__name__].__class__ = _Settings

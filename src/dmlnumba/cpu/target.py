@@ -295,20 +295,22 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
 
     p = _fresh_rows_block(x, sbase, sstr, width, rows)
     serial = not _parallel(p)
-    kernel = None
+    kernel = key = None
 
     def run(x):
-        nonlocal kernel
+        nonlocal kernel, key
         cnt = np.empty(1, u)
         crd = np.empty(shape, u)  # and its flat view: 0.1 us less than the other way round
-        if kernel is not None:  # small inputs: the compiled serial kernel, called directly
-            kernel(read(x), p, crd.ravel(), cnt)
+        src = read(x)
+        if kernel is not None:  # small inputs: the serial kernel, its key worked out once
+            compiling.run(kernel, key, src, p, crd.ravel(), cnt)
         else:
-            _nonzero_with(p, read(x), crd.ravel(), cnt)
+            _nonzero_with(p, src, crd.ravel(), cnt)
             if serial:  # compiled (or loaded) by the call just made
                 # (a read-only input of this layout later gets its own specialization
                 # from the same dispatcher, without the compile notice)
                 kernel = kernels().nonzero
+                key = ("nonzero", 8 * src.itemsize, 8 * crd.itemsize) + _read_only_key(src)
         if view:
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd

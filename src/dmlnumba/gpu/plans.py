@@ -267,27 +267,13 @@ _plans = Bounded()
 _plans_lock = threading.Lock()
 
 
-def _settings():
-    return (
-        config.CUDA_THREADS,
-        config.CUDA_NONZERO_ITEMS,
-        config.CUDA_NONZERO_MIN_ITEMS,
-        config.CUDA_NONZERO_TILES,
-        config.CUDA_NONZERO_32BIT_BELOW,
-        config.CUDA_SLICE_ITEMS,
-        config.CUDA_SLICE_ROWS,
-        config.CUDA_SLICE_TILES,
-        config.CUDA_SLICE_32BIT_BELOW,
-    )
-
-
 def _layout(v):
     return (v.shape, v.strides, v.dtype)
 
 
 def nonzero_plan(x, width, count, coords, limit):
-    """The plan of a nonzero of these layouts (kept per layouts and settings)."""
-    key = ("nonzero", _layout(x), width, _layout(count), _layout(coords), limit, _settings())
+    """The plan of a nonzero of these layouts (kept per layouts and settings generation)."""
+    key = ("nonzero", _layout(x), width, _layout(count), _layout(coords), limit, config.GENERATION)
     p = _plans.get(key)
     if p is None:
         p = _plans.put(key, NonzeroPlan(x, width, count, coords, limit))
@@ -295,8 +281,8 @@ def nonzero_plan(x, width, count, coords, limit):
 
 
 def slice_plan(x, starts, steps, out):
-    """The plan of a slice1 of these layouts (kept per layouts and settings)."""
-    key = ("slice", _layout(x), _layout(out), starts, steps, _settings())
+    """The plan of a slice1 of these layouts (kept per layouts and settings generation)."""
+    key = ("slice", _layout(x), _layout(out), starts, steps, config.GENERATION)
     p = _plans.get(key)
     if p is None:
         p = _plans.put(key, SlicePlan(x, starts, steps, out))
