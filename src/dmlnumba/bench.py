@@ -166,10 +166,6 @@ def gpu_nonzero_case(n, density, shape=None):
     )
 
 
-#: The contender every GPU ratio is taken against: the call a user writes.
-HEADLINE = "dmlnumba"
-
-
 def gpu_cases(quick=False, only=None):
     """Rows: ``dmlnumba`` is the default call on a PyTorch tensor (outputs allocated
     by the call, PyTorch tensors back); ``dmlnumba cupy-in`` the same call on a CuPy
