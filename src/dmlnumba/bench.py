@@ -17,6 +17,7 @@ import platform
 import statistics
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ def _interleaved(fns, reps, sync=None, warmup=2):
             f()
         if sync:
             sync()
-    times = {k: [] for k in fns}
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(reps):
         for k, f in fns.items():
             if sync:
@@ -62,7 +63,7 @@ def _density(rng, shape, density, xp=np):
 
 
 def cpu_cases(quick=False):
-    rows = []
+    rows: list[dict[str, Any]] = []
     rng = np.random.default_rng(0)
     reps = 3 if quick else 15
     # Copy bandwidth (bytes read + written) of a plain large copy.
@@ -72,7 +73,7 @@ def cpu_cases(quick=False):
     bw = 2 * a.nbytes / t
     print(f"CPU copy bandwidth (np.copyto, 128 MiB): {bw / 1e9:.1f} GB/s", flush=True)
 
-    shape = (16, 1024, 1024) if not quick else (4, 256, 256)
+    shape: tuple[int, ...] = (16, 1024, 1024) if not quick else (4, 256, 256)
     for d in (0.01, 0.5, 0.99):
         x = _density(rng, shape, d)
         cnt = np.empty(1, np.uint32)
@@ -165,10 +166,6 @@ def gpu_nonzero_case(n, density, shape=None):
     )
 
 
-#: The contender every GPU ratio is taken against: the call a user writes.
-HEADLINE = "dmlnumba"
-
-
 def gpu_cases(quick=False, only=None):
     """Rows: ``dmlnumba`` is the default call on a PyTorch tensor (outputs allocated
     by the call, PyTorch tensors back); ``dmlnumba cupy-in`` the same call on a CuPy
@@ -176,7 +173,7 @@ def gpu_cases(quick=False, only=None):
     import cupy as cp
     import torch
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     sync = torch.cuda.synchronize
     reps = 5 if quick else 20
     a = cp.random.standard_normal(1 << 28, dtype=cp.float32)
@@ -188,6 +185,7 @@ def gpu_cases(quick=False, only=None):
         f"GPU {torch.cuda.get_device_name()}: copy bandwidth (cupy, 1 GiB) {bw / 1e12:.2f} TB/s",
         flush=True,
     )
+    shape: tuple[int, ...]
     if only in (None, "nonzero"):
         for k in (20, 24) if quick else (20, 24, 28):
             n = 1 << k
@@ -306,7 +304,7 @@ def _gpu_small_rows(rows, calls=1000):
             },
         ),
     ]:
-        med = {}
+        samples: dict[str, list[float]] = {}
         for _ in range(3):
             for k, f in fns.items():
                 torch.cuda.synchronize()
@@ -314,8 +312,8 @@ def _gpu_small_rows(rows, calls=1000):
                 for _ in range(calls):
                     f()
                 torch.cuda.synchronize()
-                med.setdefault(k, []).append((time.perf_counter() - t) / calls)
-        med = {k: statistics.median(v) for k, v in med.items()}
+                samples.setdefault(k, []).append((time.perf_counter() - t) / calls)
+        med = {k: statistics.median(v) for k, v in samples.items()}
         _row(
             rows,
             f"{label} 1000 elements, {calls} calls back to back, torch in (per call)",
@@ -332,7 +330,7 @@ def dask_cases(quick=False, chunks="numpy"):
     import dask
     import dask.array as da
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     rng = np.random.default_rng(0)
     reps = 2 if quick else 5
     gpu = chunks == "cupy"

@@ -35,12 +35,16 @@ workers) are the parallelism, and numba's thread pool is not started on top.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import config
 from . import validation as v
 from .dispatch import DeviceUnavailableError, parse_device
+
+if TYPE_CHECKING:
+    from dask.typing import Key
 
 
 def _kind(meta, f):
@@ -142,7 +146,8 @@ def _axis_plan(chunks, start, step, m, reach=None):
     runs, edges = _axis_runs(chunks, start, step, m)
     target = max(1, max(chunks))
     out = []
-    cur, cur_lo = [], 0
+    cur: list[tuple[int, int, int]] = []  # the runs (k, lo, hi) of the output chunk
+    cur_lo = 0
     for k, lo, hi in runs:
         span = sum(chunks[j] for j, _, _ in cur) + chunks[k]
         if cur and hi - cur_lo > target and (reach is None or span > reach):
@@ -208,7 +213,7 @@ def slice1(x, offsets, sizes, strides, output_sizes, device, op):
         x.chunks[0], starts[0], steps[0], out_shape[0], reach=max(1, limit // max(inner, 1))
     )
     name = "dmlnumba-slice1-" + tokenize(x, starts, steps, out_shape)
-    layer = {}
+    layer: dict[Key, Any] = {}
     for idx in itertools.product(*(range(len(p)) for p in plans)):
         here = [plans[d][i] for d, i in enumerate(idx)]
         keys, pieces = [], []
@@ -356,7 +361,7 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     counts = f"dmlnumba-nonzero-counts-{token}"
     before = f"dmlnumba-nonzero-before-{token}"
     edges = [np.cumsum((0,) + c).tolist() for c in x.chunks]
-    layer = {}
+    layer: dict[Key, Any] = {}
     keys = []
     for i, idx in enumerate(itertools.product(*(range(len(c)) for c in x.chunks))):
         offsets = tuple(edges[d][j] for d, j in enumerate(idx))

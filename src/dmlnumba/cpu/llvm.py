@@ -58,9 +58,11 @@ trailing_zeros = _bit_count("cttz")
 leading_zeros = _bit_count("ctlz")
 
 
-if _nbconfig.DISABLE_JIT:  # plain Python (debugging): an intrinsic cannot be called there
+# Plain Python (debugging): an intrinsic cannot be called there.  (getattr: numba sets
+# its config attributes at run time, out of its type stubs' sight.)
+if getattr(_nbconfig, "DISABLE_JIT", 0):
 
-    def prefetch(arr, idx):
+    def prefetch(arr, idx):  # type: ignore[misc]  # a plain function in the intrinsic's place
         pass
 
     def popcount(x):

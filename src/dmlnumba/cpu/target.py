@@ -19,7 +19,7 @@ name = "cpu"
 #: Largest nonzero input (None: no limit beyond the coordinate type's).
 MAX_ELEMENTS = None
 _kernels = None
-_masks = {}
+_masks: dict[np.dtype, int] = {}
 
 
 def kernels():

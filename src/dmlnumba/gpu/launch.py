@@ -54,6 +54,7 @@ def signature(name, src_bits, out_bits=0):
     arrays as raw pointers (the look-back buffer as a 1-d array, for atomics)."""
     u = _UINT[src_bits]
     p = types.CPointer
+    args: tuple[types.Type, ...]
     if name == "slice":
         args = (types.UniTuple(types.int64, size(SLICE_CUDA)), p(u), p(u))
     else:
@@ -116,8 +117,20 @@ class _Launch:
     before it returns, so a lock per launcher (per stream) keeps two threads from
     writing one buffer between the write and the launch."""
 
-    __slots__ = ("_go", "_f", "_grid", "_bx", "_by", "_bz", "_stream", "_n", "_words", "_ptrs")
-    __slots__ += ("_addr", "_lock")
+    __slots__ = (
+        "_go",
+        "_f",
+        "_grid",
+        "_bx",
+        "_by",
+        "_bz",
+        "_stream",
+        "_n",
+        "_words",
+        "_ptrs",
+        "_addr",
+        "_lock",
+    )
 
     def __init__(self, kernel, grid, block, stream, params):
         from cuda.bindings import driver

@@ -203,7 +203,9 @@ class SlicePlan(_Plan):
         self.specs = (narrow, wide)
 
     def _make(self, which, handle, ctx):
-        bits, blocks, block, params, pos32 = self.specs[which]
+        spec = self.specs[which]
+        assert spec is not None  # launch picks the word copy only where there is one
+        bits, blocks, block, params, pos32 = spec
         k = launch.kernel("slice", bits, 0, (pos32, 0))
         return launch.launcher(k, blocks, block, handle, ctx, params)
 
@@ -213,7 +215,9 @@ class SlicePlan(_Plan):
         which = 1 if self.specs[1] is not None and not (sp | dp) & 7 else 0
         go = self.launcher(which, handle)
         if SIM:
-            isz = self.specs[which][0] // 8
+            spec = self.specs[which]
+            assert spec is not None
+            isz = spec[0] // 8
             n = self.itemsize
             go(_arg(sp, self.sspan * n // isz, isz), _arg(dp, self.dspan * n // isz, isz))
         else:

@@ -21,6 +21,8 @@ and recurses on it.)
 
 import functools
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -141,7 +143,8 @@ def _read_torch(t):
     return t.data_ptr(), tuple(t.shape), tuple(s * isz for s in t.stride()), dtype, False
 
 
-_readers = {"torch": _read_torch, "cupy": _read_cupy}
+# Keyed by library(), which is None for anything not PyTorch, CuPy or JAX.
+_readers: dict[str | None, Callable[[Any], tuple]] = {"torch": _read_torch, "cupy": _read_cupy}
 
 
 def view_of(obj, device=None):
@@ -184,7 +187,9 @@ class Flat:
 
 
 class _HostView:
-    pass
+    # Set by host_view (annotations only: no class attributes).
+    __array_interface__: dict[str, Any]
+    _owner: Flat
 
 
 def host_view(f):

@@ -142,6 +142,7 @@ if SIM:
 else:
     from llvmlite import ir as _ir
     from numba import types as _types
+    from numba.cuda import libdevice as _libdevice
     from numba.cuda.extending import intrinsic as _intrinsic
 
     @device
@@ -173,11 +174,11 @@ else:
 
     @device
     def umulhi32(a, b):
-        return uint32(cuda.libdevice.umulhi(int32(a), int32(b)))
+        return uint32(_libdevice.umulhi(int32(a), int32(b)))
 
     @device
     def umulhi(a, b):
-        return uint64(cuda.libdevice.umul64hi(int64(a), int64(b)))
+        return uint64(_libdevice.umul64hi(int64(a), int64(b)))
 
     @_intrinsic
     def load16(typingctx, ptr, idx):
