@@ -34,3 +34,5 @@ used.op_domain
 used._run
 # torch_ops.py: the @<op>.register_fake functions, named _, registered by the decorator.
 used._
+# config.py: the module's class, set to _Settings so that assignments count generations.
+used.__class__
