@@ -223,11 +223,12 @@ def test_write_pass_cuda(way, narrow, density):
     fill = np.uint32(0xDEADBEEF)
     out_dtype = np.uint32 if narrow else np.uint64
     nrows = 32 * ITEMS
+    stage_words = EXPAND_WARP if width == 1 else RING * 3  # a constant for the kernel
 
     @cuda.jit
     def kernel(words_in, shape_in, magic_in, shift_in, out):
         masks = cuda.shared.array(ITEMS, uint32)
-        stage = cuda.shared.array(EXPAND_WARP if width == 1 else RING * 3, uint32)
+        stage = cuda.shared.array(stage_words, uint32)
         dshape = cuda.shared.array(3, int64)
         dmagic = cuda.shared.array(3, int64)
         dshift = cuda.shared.array(3, int64)

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import config
 from . import validation as v
-from .arrays import current_cupy_device, is_dask, is_numba_array, library
+from .arrays import _ASK, current_cupy_device, is_numba_array, library
 from .caches import Bounded
 from .cpu import target as target_cpu
 from .dispatch import resolve
@@ -67,7 +67,7 @@ def _no_outputs_for_dask(f, stream, **outs):
         )
 
 
-def _fresh_key(input, device, stream):
+def _fresh_key(input, lib, device, stream):
     """The layout part of a repeated call's key (and the settings' generation, so that
     a changed setting reaches the next call), for calls into new outputs on the
     input's own device: NumPy arrays (CPU), PyTorch CUDA tensors and CuPy arrays.
@@ -81,7 +81,6 @@ def _fresh_key(input, device, stream):
         return None
     if device is not None:
         return None
-    lib = library(input)
     if lib == "torch":
         if not input.is_cuda or input.is_neg():
             return None
@@ -101,7 +100,7 @@ def _fresh_key(input, device, stream):
         if dev != current_cupy_device():
             return None
         return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
-    if is_numba_array(input):
+    if lib is None and is_numba_array(input):
         # A runner allocates on the current device, the one numba's arrays live on.
         return (tp, input.dtype, input.shape, input.strides, config.GENERATION)
     return None
@@ -133,7 +132,7 @@ def _plain_dtype(dtype):
     return tp is type or tp is str or issubclass(tp, np.dtype) or tp.__module__ == "torch"
 
 
-def _nonzero_runner(f, input, width, dtype, max_count, device, stream):
+def _nonzero_runner(f, input, lib, width, dtype, max_count, device, stream):
     """``(key, runner)`` of a repeated nonzero call into new outputs: the key None
     where this is not such a call, the runner None where none is kept yet."""
     if (
@@ -145,7 +144,7 @@ def _nonzero_runner(f, input, width, dtype, max_count, device, stream):
         if type(input) is np.ndarray and stream is None and (device is None or device == "cpu"):
             key = _numpy_nonzero_key(f, input, width, dtype, max_count)
         else:
-            fresh = _fresh_key(input, device, stream)
+            fresh = _fresh_key(input, lib, device, stream)
             if fresh is not None:
                 key = (f, fresh, width, dtype, type(dtype), max_count)
         if key is not None:
@@ -208,9 +207,10 @@ def slice1(
         ops.slice1_out(input, offsets, sizes, strides, output_sizes, out)
         return out
     key = None
+    lib = library(input)  # asked once: every layer below is told
     if out is None:
         params = _int_params(offsets, sizes, strides, output_sizes)
-        fresh = _fresh_key(input, device, stream) if params is not None else None
+        fresh = _fresh_key(input, lib, device, stream) if params is not None else None
         if fresh is not None:
             key = ("slice1", fresh, params)
             run = _runners.get(key)
@@ -219,12 +219,11 @@ def slice1(
     f = "slice1"
     # Read once, before the input's layout: a parameter's __index__ may change the input.
     offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
-    if is_dask(input):
+    if lib == "dask":
         from . import chunked
 
         _no_outputs_for_dask(f, stream, out=out)
         return chunked.slice1(input, offsets, sizes, strides, output_sizes, device, slice1)
-    lib = library(input)
     if lib == "jax":  # JAX computes asynchronously, on streams of its own
         input.block_until_ready()
     elif lib == "torch":
@@ -235,7 +234,7 @@ def slice1(
                 input, offsets, sizes, strides, output_sizes, out=o, device=device, stream=stream
             )
             return out if out is not None else r.view(_modules["torch"].bfloat16)
-    target, x = resolve(input, device, f)
+    target, x = resolve(input, device, f, lib=lib)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
     starts, steps, out_shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
@@ -302,6 +301,7 @@ def nonzero_coordinates(
         ops.nonzero_coordinates_out(input, width, max_count, out_count, out_coordinates)
         return out_count, out_coordinates
     key = None
+    lib: str | None = _ASK
     if out_count is None and out_coordinates is None:  # a repeated call: its runner
         if (
             type(input) is np.ndarray
@@ -330,13 +330,14 @@ def nonzero_coordinates(
             except TypeError:  # an unhashable dtype argument: the checks say what is wrong
                 key = run = None
         else:
+            lib = library(input)  # asked once: every layer below is told
             key, run = _nonzero_runner(
-                "nonzero_coordinates", input, width, dtype, max_count, device, stream
+                "nonzero_coordinates", input, lib, width, dtype, max_count, device, stream
             )
         if run is not None:
             return run(input)
     lib, target, count, coords = _nonzero(
-        input, width, dtype, max_count, out_count, out_coordinates, device, stream, key=key
+        input, width, dtype, max_count, out_count, out_coordinates, device, stream, key=key, lib=lib
     )[:4]
     if out_count is None:
         count = as_library(lib, target, count)
@@ -356,6 +357,7 @@ def _nonzero(
     stream,
     f="nonzero_coordinates",
     key=None,
+    lib=_ASK,
 ):
     """``(library, target, count, coordinates, call)``; ``call`` is None where the
     call ran through a new runner (stored under ``key``, the caller's
@@ -363,7 +365,9 @@ def _nonzero(
     CPU argwhere: ``count`` is None and ``coordinates`` the compact rows."""
     # Read once, before the input's layout: a parameter's __index__ may change the input.
     width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
-    if is_dask(input):
+    if lib == _ASK:
+        lib = library(input)
+    if lib == "dask":
         from . import chunked
 
         _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
@@ -372,7 +376,6 @@ def _nonzero(
             + chunked.nonzero(input, width, dtype, max_count, device, f, nonzero_coordinates)
             + (None,)
         )
-    lib = library(input)
     if lib == "jax":  # JAX computes asynchronously, on streams of its own
         input.block_until_ready()
     elif lib == "torch":
@@ -381,7 +384,7 @@ def _nonzero(
             return _nonzero(
                 input, width, dtype, max_count, out_count, out_coordinates, device, stream, f
             )
-    target, x = resolve(input, device, f)
+    target, x = resolve(input, device, f, lib=lib)
     _check_stream(target, stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
     v.check_ndim(x.ndim, f)
@@ -479,7 +482,8 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     if traced(input):
         torch_ops_ready()
         return _modules["torch"].ops.dmlnumba.argwhere(input)
-    key, run = _nonzero_runner("argwhere", input, None, np.int64, None, device, stream)
+    lib = library(input)
+    key, run = _nonzero_runner("argwhere", input, lib, None, np.int64, None, device, stream)
     if run is not None:  # a repeated CPU call (CPU runners only: see _nonzero)
         return run(input)
     input = v.argwhere_input(input)

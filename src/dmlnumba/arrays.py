@@ -15,8 +15,9 @@ _cai_types: set = set()
 
 def library(x: Any) -> str | None:
     """``"torch"`` for PyTorch tensors (subclasses too), ``"cupy"`` for CuPy
-    arrays, ``"jax"`` for JAX arrays, None for anything else (NumPy, numba device
-    arrays, ...)."""
+    arrays, ``"jax"`` for JAX arrays, ``"dask"`` for dask arrays, None for anything
+    else (NumPy, numba device arrays, ...).  The API asks once per call and hands
+    the answer down (as ``lib``)."""
     tp = type(x)
     try:
         return _libraries[tp]
@@ -34,16 +35,23 @@ def library(x: Any) -> str | None:
         if mod in ("jaxlib", "jax") and c.__name__ in ("ArrayImpl", "Array"):
             lib = "jax"
             break
+        if mod == "dask" and c.__name__ == "Array" and c.__module__.startswith("dask.array"):
+            lib = "dask"
+            break
     _libraries[tp] = lib
     return lib
 
 
-def is_cuda_array(x: Any) -> bool:
-    """Whether ``x`` lives on a CUDA device (exports ``__cuda_array_interface__``)."""
+_ASK = "?"  # is_cuda_array's lib where the caller has not asked library() yet
+
+
+def is_cuda_array(x: Any, lib: str | None = _ASK) -> bool:
+    """Whether ``x`` lives on a CUDA device (exports ``__cuda_array_interface__``);
+    ``lib``: :func:`library`'s answer for ``x``, where the caller has it."""
     tp = type(x)
     if tp in _cai_types:
         return True
-    if library(x) == "torch":
+    if (library(x) if lib == _ASK else lib) == "torch":
         return bool(x.is_cuda)  # without evaluating PyTorch's (slow) interface property
     if hasattr(x, "__cuda_array_interface__"):
         mod = (getattr(tp, "__module__", "") or "").split(".")[0]
@@ -73,8 +81,7 @@ def is_numba_array(x: Any) -> bool:
 
 def is_dask(x: Any) -> bool:
     """Whether ``x`` is a ``dask.array.Array``."""
-    tp = type(x)
-    return tp.__name__ == "Array" and (getattr(tp, "__module__", "") or "").startswith("dask.array")
+    return library(x) == "dask"
 
 
 def current_cupy_device() -> int:

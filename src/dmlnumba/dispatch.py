@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from . import config
-from .arrays import is_cuda_array, library
+from .arrays import _ASK, is_cuda_array, library
 from .cpu import target as target_cpu
 from .validation import host_array
 
@@ -63,14 +63,14 @@ def _cuda_device(dev, func):
     return t
 
 
-def _to_numpy(x, func, name):
+def _to_numpy(x, func, name, lib):
     """A host input as a NumPy array, without a copy where possible."""
     if isinstance(x, np.ndarray):
         return host_array(x, name, func)
-    if is_cuda_array(x):
+    if is_cuda_array(x, lib):
         return cuda_target(func).to_host(x)
     if hasattr(x, "__dlpack__") and not isinstance(x, type):
-        if library(x) == "torch":  # its data: DLPack refuses tensors that require grad
+        if lib == "torch":  # its data: DLPack refuses tensors that require grad
             x = x.detach()
         try:
             return np.from_dlpack(x)
@@ -103,19 +103,23 @@ def parse_device(device, func):
     )
 
 
-def resolve(x, device, func, name="input"):
-    """``(target, array)``: the target module and the input as that target's array."""
+def resolve(x, device, func, name="input", lib=_ASK):
+    """``(target, array)``: the target module and the input as that target's array;
+    ``lib``: :func:`~dmlnumba.arrays.library`'s answer for ``x``, where the caller has
+    it (the API does: it asks once per call)."""
+    if lib == _ASK:
+        lib = library(x)
     if config.ENV_ERROR:
         raise ValueError(f"{func}(): {config.ENV_ERROR}")
     dev = parse_device(device, func)
     if dev is None:
-        if is_cuda_array(x) and not isinstance(x, np.ndarray):
+        if is_cuda_array(x, lib) and not isinstance(x, np.ndarray):
             t = cuda_target(func)
-            return t, t.as_device_array(x, None, func, name)
-        return target_cpu, _to_numpy(x, func, name)
+            return t, t.as_device_array(x, None, func, name, lib)
+        return target_cpu, _to_numpy(x, func, name, lib)
     if dev[0] == "cpu":
-        return target_cpu, _to_numpy(x, func, name)
+        return target_cpu, _to_numpy(x, func, name, lib)
     t = _cuda_device(dev, func)
-    if not is_cuda_array(x):
-        x = _to_numpy(x, func, name)
-    return t, t.as_device_array(x, dev[1], func, name)
+    if not is_cuda_array(x, lib):
+        x, lib = _to_numpy(x, func, name, lib), None
+    return t, t.as_device_array(x, dev[1], func, name, lib)

@@ -12,7 +12,6 @@ import sys
 
 from numba import cuda
 
-from ..arrays import library
 from ..caches import Bounded
 from ..validation import NONZERO_DTYPES
 from .warp import SIM
@@ -144,7 +143,7 @@ def torch_device(v):
     """The PyTorch device index of the call reading ``v``."""
     if v.device is not None:
         return v.device
-    if library(v.obj) == "torch" and v.host is None:
+    if v.lib == "torch" and v.host is None:
         return v.obj.get_device()
     return torch_module().cuda.current_device()
 
@@ -152,7 +151,7 @@ def torch_device(v):
 def cupy_device(v):
     if v.device is not None:
         return v.device
-    if library(v.obj) == "cupy":
+    if v.lib == "cupy":
         return v.obj.device.id
     import cupy
 

@@ -68,12 +68,12 @@ def is_writeable(v):
     return not v.readonly
 
 
-def as_device_array(x, device, func, name):
+def as_device_array(x, device, func, name, lib=None):
     """The input as a :class:`DeviceView`; a NumPy input is staged for upload after
     validation (nothing is copied before the checks pass)."""
     if isinstance(x, np.ndarray):
         return staged(x, device)
-    return view_of(x, device)
+    return view_of(x, device, lib)
 
 
 _NO_CONTEXT = contextlib.nullcontext()  # reusable: one for every call
@@ -142,14 +142,8 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
         x, buf = _materialize(x, stream, func)
         plan = nonzero_plan(x, width, count, coords, limit)
         out = coords if width else count
-        plan.launch(stream, x.ptr, out.ptr, count.ptr, scratch(_lib_of(x), x))
+        plan.launch(stream, x.ptr, out.ptr, count.ptr, scratch(x.lib, x))
         _release(buf, stream)
-
-
-def _lib_of(v):
-    from ..arrays import library
-
-    return library(v.obj)
 
 
 def overlaps(a, b):
@@ -180,16 +174,15 @@ def copy_into(src, dst, stream):
     (``src`` C-contiguous, as the call's own new arrays are)."""
     shape = tuple(dst.shape)
     strides = tuple(s * src.itemsize for s in c_strides(shape))
-    v = DeviceView(src.obj, shape, strides, src.dtype, src.ptr, False, src.device)
+    v = DeviceView(src.obj, shape, strides, src.dtype, src.ptr, False, src.device, lib=src.lib)
     slice1(v, (0,) * len(shape), (1,) * len(shape), dst, stream)
 
 
 def leading_rows(coords, n):
     """The first ``n`` rows of a coordinates matrix ((R, N) or DirectML's padded shapes)."""
     shape = tuple(coords.shape[:-2]) + (n, coords.shape[-1])
-    return DeviceView(
-        coords.obj, shape, coords.strides, coords.dtype, coords.ptr, coords.readonly, coords.device
-    )
+    c = coords
+    return DeviceView(c.obj, shape, c.strides, c.dtype, c.ptr, c.readonly, c.device, lib=c.lib)
 
 
 def synchronize(stream):

@@ -62,11 +62,13 @@ class DeviceView:
         "itemsize",
         "device",
         "host",
+        "lib",
         "_span",
     )
 
-    def __init__(self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None):
+    def __init__(self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None, lib=None):
         self.obj = obj
+        self.lib = lib  # the array's library, as the API's door found it (None: numba, NumPy)
         self.shape = shape
         self.dtype = dtype
         self.itemsize = dtype.itemsize
@@ -147,10 +149,11 @@ def _read_torch(t):
 _readers: dict[str | None, Callable[[Any], tuple]] = {"torch": _read_torch, "cupy": _read_cupy}
 
 
-def view_of(obj, device=None):
-    """A :class:`DeviceView` of a CUDA array."""
-    ptr, shape, strides, dtype, readonly = _readers.get(library(obj), _read_cai)(obj)
-    return DeviceView(obj, shape, strides, dtype, ptr, readonly, device)
+def view_of(obj, device=None, lib=None):
+    """A :class:`DeviceView` of a CUDA array of library ``lib`` (:func:`~dmlnumba.arrays.library`'s
+    answer, which the caller has)."""
+    ptr, shape, strides, dtype, readonly = _readers.get(lib, _read_cai)(obj)
+    return DeviceView(obj, shape, strides, dtype, ptr, readonly, device, lib=lib)
 
 
 def describe(a, name, func):
@@ -160,7 +163,7 @@ def describe(a, name, func):
         raise TypeError(
             f"{func}(): {name} must be a CUDA array (CuPy, PyTorch, Numba), not {type(a).__name__}"
         )
-    return view_of(a)
+    return view_of(a, lib=library(a))  # an output: its own library
 
 
 def staged(x, device):
@@ -221,7 +224,7 @@ def flat(v):
 
 def to_host(obj):
     """A CUDA array as a NumPy array with the same strides (a copy of the bytes it spans)."""
-    v = view_of(obj)
+    v = view_of(obj, lib=library(obj))
     if v.size == 0:
         return np.empty(v.shape, v.dtype)
     p, span, base, _ = flat(v)
