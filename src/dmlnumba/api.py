@@ -12,7 +12,7 @@ import numpy as np
 
 from . import config
 from . import validation as v
-from .arrays import _ASK, current_cupy_device, is_numba_array, library
+from .arrays import _ASK, current_cupy_device, library
 from .caches import Bounded
 from .cpu import target as target_cpu
 from .dispatch import resolve
@@ -100,7 +100,7 @@ def _fresh_key(input, lib, device, stream):
         if dev != current_cupy_device():
             return None
         return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
-    if lib is None and is_numba_array(input):
+    if lib == "numba":
         # A runner allocates on the current device, the one numba's arrays live on.
         return (tp, input.dtype, input.shape, input.strides, config.GENERATION)
     return None

@@ -15,9 +15,9 @@ _cai_types: set = set()
 
 def library(x: Any) -> str | None:
     """``"torch"`` for PyTorch tensors (subclasses too), ``"cupy"`` for CuPy
-    arrays, ``"jax"`` for JAX arrays, ``"dask"`` for dask arrays, None for anything
-    else (NumPy, numba device arrays, ...).  The API asks once per call and hands
-    the answer down (as ``lib``)."""
+    arrays, ``"jax"`` for JAX arrays, ``"dask"`` for dask arrays, ``"numba"`` for
+    numba (numba-cuda) device arrays, None for anything else (NumPy, ...).  The API
+    asks once per call and hands the answer down (as ``lib``)."""
     tp = type(x)
     try:
         return _libraries[tp]
@@ -37,6 +37,9 @@ def library(x: Any) -> str | None:
             break
         if mod == "dask" and c.__name__ == "Array" and c.__module__.startswith("dask.array"):
             lib = "dask"
+            break
+        if mod in ("numba", "numba_cuda") and c.__name__ == "DeviceNDArray":
+            lib = "numba"
             break
     _libraries[tp] = lib
     return lib
@@ -64,19 +67,6 @@ def is_cuda_array(x: Any, lib: str | None = _ASK) -> bool:
         return True
     # FakeCUDAArray: numba's CUDA simulator's device array (it exports no CAI).
     return tp.__name__ == "FakeCUDAArray"
-
-
-_numba_types: dict = {}  # type -> whether it is numba-cuda's DeviceNDArray
-
-
-def is_numba_array(x: Any) -> bool:
-    """Whether ``x`` is a numba (numba-cuda) device array, read from its type."""
-    tp = type(x)
-    r = _numba_types.get(tp)
-    if r is None:
-        mod = (getattr(tp, "__module__", "") or "").split(".")[0]
-        r = _numba_types[tp] = mod in ("numba", "numba_cuda") and tp.__name__ == "DeviceNDArray"
-    return r
 
 
 def is_dask(x: Any) -> bool:

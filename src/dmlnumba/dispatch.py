@@ -113,7 +113,9 @@ def resolve(x, device, func, name="input", lib=_ASK):
         raise ValueError(f"{func}(): {config.ENV_ERROR}")
     dev = parse_device(device, func)
     if dev is None:
-        if is_cuda_array(x, lib) and not isinstance(x, np.ndarray):
+        # The library's answer where it settles it (a PyTorch tensor says where it is).
+        cuda = x.is_cuda if lib == "torch" else lib in ("cupy", "numba") or is_cuda_array(x, lib)
+        if cuda and not isinstance(x, np.ndarray):
             t = cuda_target(func)
             return t, t.as_device_array(x, None, func, name, lib)
         return target_cpu, _to_numpy(x, func, name, lib)

@@ -10,7 +10,6 @@ from .streams import (
     core_stream,
     refuse_capture,
     torch_current_stream,
-    torch_device,
     torch_module,
     torch_stream,
 )
@@ -93,17 +92,18 @@ def _context_query():
 current_context = _context_query()
 
 
-def scratch(lib, like):
-    """``(alloc, release)`` for a call's look-back buffer: ``alloc(words, handle)``
-    gives ``(address, keep)`` of ``words`` uint64 on the device, for use on that
-    stream, and ``release(keep, handle)`` gives it back after the launch.  A
+def scratch(lib, dev):
+    """``(alloc, release)`` for a call's look-back buffer on device ``dev`` (for
+    PyTorch, its device index; otherwise a view's ``device``: None for the current
+    one): ``alloc(words, handle)`` gives ``(address, keep)`` of ``words`` uint64 on
+    the device, for use on that stream, and ``release(keep, handle)`` gives it back
+    after the launch.  A
     PyTorch input's buffer comes from PyTorch's caching allocator (inside
     ``torch.cuda.graph``, from the graph's own pool); any other from the device's
     stream-ordered pool, freed on the stream after the launch (inside a capture,
     a graph allocation freed in the graph)."""
     if lib == "torch":
         torch = torch_module()
-        dev = torch_device(like)
         new_empty = torch.empty(0, dtype=torch.int64, device=dev).new_empty
 
         def alloc_torch(words, handle):
@@ -115,10 +115,9 @@ def scratch(lib, like):
             return t.data_ptr(), t
 
         return alloc_torch, _keep_until_freed
-    device = like.device
 
     def alloc_pool(words, handle):
-        buf = pool_buffer(8 * words, handle, device)
+        buf = pool_buffer(8 * words, handle, dev)
         return int(buf.handle), buf
 
     return alloc_pool, _close_on

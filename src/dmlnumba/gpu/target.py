@@ -39,6 +39,7 @@ from .streams import (  # noqa: F401  (the target's interface)
     core_stream,
     numba_stream,
     refuse_capture,
+    torch_device,
 )
 from .views import (  # noqa: F401  (the target's interface)
     DeviceView,
@@ -142,8 +143,14 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
         x, buf = _materialize(x, stream, func)
         plan = nonzero_plan(x, width, count, coords, limit)
         out = coords if width else count
-        plan.launch(stream, x.ptr, out.ptr, count.ptr, scratch(x.lib, x))
+        plan.launch(stream, x.ptr, out.ptr, count.ptr, _scratch(x))
         _release(buf, stream)
+
+
+def _scratch(x):
+    """The look-back buffer's allocator for a call reading ``x`` (see
+    :func:`~dmlnumba.gpu.memory.scratch`)."""
+    return scratch(x.lib, torch_device(x) if x.lib == "torch" else x.device)
 
 
 def overlaps(a, b):

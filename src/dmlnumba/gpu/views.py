@@ -304,7 +304,7 @@ def library_io(lib, v):
             torch.Tensor.data_ptr,
             functools.partial(torch_current_stream(torch), dev),
             allocator,
-            scratch("torch", v),
+            scratch("torch", dev),
         )
     if lib == "cupy":
         import cupy
@@ -315,7 +315,7 @@ def library_io(lib, v):
             (lambda: get().ptr),
             # The ndarray constructor, which cupy.empty calls from a Python frame.
             (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
-            scratch("cupy", v),
+            scratch("cupy", v.device),
         )
 
     def numba_alloc(shape, dt):
@@ -342,5 +342,5 @@ def library_io(lib, v):
         numba_pointer,
         (lambda: 0),
         numba_alloc,
-        scratch(None, v),
+        scratch(None, v.device),
     )

@@ -1,0 +1,108 @@
+"""The path of a caller's array through dmlnumba's modules: every call into a dmlnumba
+function whose arguments hold the input (or a view of it that dmlnumba made), in
+order, from ``nonzero_coordinates`` to the kernel; then the number of stops, of moves
+between modules (consecutive stops in different modules) and of calls up the
+layering (a module calling one of a higher layer: a lower layer asking again what
+the door already worked out).  The measurement behind docs/DESIGN.md's "The path of
+a call"::
+
+    python scripts/call_path.py numpy           # a NumPy array, first call
+    python scripts/call_path.py numba           # a numba device array (GPU, or
+                                                # NUMBA_ENABLE_CUDASIM=1)
+    python scripts/call_path.py torch|cupy      # on a GPU machine
+
+Layers: 0 ``api``; 1 the door (``interop``, ``dispatch``, ``validation``, ``arrays``);
+2 the targets (``cpu.target``, ``gpu.target``); 3 what a target uses (``gpu.plans``,
+``gpu.views``, ``gpu.streams``, ``gpu.memory``, ``cpu.threads``, ``cpu.compiling``,
+``layout``, ``params``); 4 launches and kernels.
+"""
+
+import sys
+
+import numpy as np
+
+import dmlnumba
+
+LAYERS = {"api": 0, "interop": 1, "dispatch": 1, "validation": 1, "arrays": 1}
+LAYERS.update({"cpu.target": 2, "gpu.target": 2, "layout": 3, "params": 3})
+LAYERS.update(dict.fromkeys(["gpu.plans", "gpu.views", "gpu.streams", "gpu.memory"], 3))
+LAYERS.update(dict.fromkeys(["cpu.threads", "cpu.compiling"], 3))
+
+
+def layer(module):
+    return LAYERS.get(module.removeprefix("dmlnumba."), 4)
+
+
+def the_input(kind):
+    h = np.zeros((30, 40), np.float32)
+    h[::3, ::7] = 1
+    if kind == "numpy":
+        return h
+    if kind == "numba":
+        from numba import cuda
+
+        return cuda.to_device(h)
+    if kind == "torch":
+        import torch
+
+        return torch.from_numpy(h).cuda()
+    import cupy
+
+    return cupy.asarray(h)
+
+
+def trace(x):
+    tracked = {id(x)}
+    keep = [x]
+
+    def holds(v, depth=0):
+        if id(v) in tracked:
+            return True
+        if depth < 2 and isinstance(v, (tuple, list)):
+            return any(holds(e, depth + 1) for e in v)
+        if isinstance(v, np.ndarray) and v.base is not None:
+            return holds(v.base, depth + 1)
+        if type(v).__name__ == "DeviceView":
+            return holds(getattr(v, "obj", None), depth + 1)  # (None in its __init__)
+        return False
+
+    stops = []
+
+    def profile(frame, event, arg):
+        mod = frame.f_globals.get("__name__", "")
+        if not mod.startswith("dmlnumba"):
+            return
+        if event == "call" and any(holds(v) for v in list(frame.f_locals.values())):
+            caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
+            stops.append((mod, frame.f_code.co_name, caller))
+        elif event == "return":  # views of the input that dmlnumba made go on being followed
+            for a in arg if isinstance(arg, tuple) else (arg,):
+                if type(a).__name__ == "DeviceView" or isinstance(a, np.ndarray):
+                    if holds(getattr(a, "obj", None)) or holds(getattr(a, "base", None)):
+                        tracked.add(id(a))
+                        keep.append(a)
+
+    sys.setprofile(profile)
+    try:
+        dmlnumba.nonzero_coordinates(x)
+    finally:
+        sys.setprofile(None)
+    return stops
+
+
+def main():
+    kind = sys.argv[1] if len(sys.argv) > 1 else "numpy"
+    stops = trace(the_input(kind))
+    moves = ups = 0
+    prev = None
+    for mod, fn, caller in stops:
+        up = caller.startswith("dmlnumba") and layer(mod) < layer(caller)
+        moves += prev is not None and mod != prev
+        ups += up
+        print(f"  {mod}.{fn}" + (f"   <- called up from {caller}" if up else ""))
+        prev = mod
+    print(f"{kind}: {len(stops)} stops, {moves} moves between modules, {ups} calls up")
+
+
+if __name__ == "__main__":
+    main()
