@@ -398,7 +398,7 @@ def _nonzero(
             f"at most {target.MAX_ELEMENTS}"
         )
     if f == "argwhere" and target is target_cpu:  # the compact rows, counted first
-        run = target.argwhere_runner(x)
+        run = target_cpu.argwhere_runner(x)
         if key is not None:
             run.lib, run.target = lib, target
             _remember(key, run)

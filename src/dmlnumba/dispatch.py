@@ -10,15 +10,17 @@ is copied there first.  Target modules are imported on first use, so that
 
 import importlib.util
 import os
+from typing import Any
 
 import numpy as np
 
 from . import config
 from .arrays import _ASK, is_cuda_array, library
 from .cpu import target as target_cpu
+from .target import CudaTarget, Target
 from .validation import host_array
 
-_cuda = None
+_cuda: CudaTarget | None = None
 
 
 class DeviceUnavailableError(ValueError):
@@ -26,7 +28,7 @@ class DeviceUnavailableError(ValueError):
     numba-cuda, no such device index)."""
 
 
-def cuda_target(func="dmlnumba"):
+def cuda_target(func: str = "dmlnumba") -> CudaTarget:
     """The CUDA target module, or :class:`DeviceUnavailableError` saying what to
     install or set where it cannot run."""
     global _cuda
@@ -50,7 +52,7 @@ def cuda_target(func="dmlnumba"):
     return _cuda
 
 
-def _cuda_device(dev, func):
+def _cuda_device(dev: tuple[str, int | None], func: str) -> CudaTarget:
     """The CUDA target for ``("cuda", index)``, with the index checked."""
     t = cuda_target(func)
     if dev[1] is not None and not os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
@@ -103,7 +105,9 @@ def parse_device(device, func):
     )
 
 
-def resolve(x, device, func, name="input", lib=_ASK):
+def resolve(
+    x: Any, device: Any, func: str, name: str = "input", lib: str | None = _ASK
+) -> tuple[Target, Any]:
     """``(target, array)``: the target module and the input as that target's array;
     ``lib``: :func:`~dmlnumba.arrays.library`'s answer for ``x``, where the caller has
     it (the API does: it asks once per call)."""

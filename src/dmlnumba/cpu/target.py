@@ -17,7 +17,7 @@ from .threads import one_thread, run_parallel, threads_ok  # noqa: F401  (one_th
 
 name = "cpu"
 #: Largest nonzero input (None: no limit beyond the coordinate type's).
-MAX_ELEMENTS = None
+MAX_ELEMENTS: int | None = None
 _kernels = None
 _masks: dict[np.dtype, int] = {}
 

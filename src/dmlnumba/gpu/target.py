@@ -57,7 +57,7 @@ from .warp import SIM
 
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
-MAX_ELEMENTS = (1 << ts.VALUE_BITS) - 1
+MAX_ELEMENTS: int | None = (1 << ts.VALUE_BITS) - 1
 #: The status argument of a launch of one tile (which never reads it).
 
 
