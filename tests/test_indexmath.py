@@ -287,13 +287,16 @@ def test_parameter_blocks_pack_every_field_at_its_slot():
             pack(decl, bogus=1, **values)
 
 
-def test_parameter_block_copier_moves_every_slot():
-    """params.copier's function copies each slot of a block (the kernels' move of
-    their by-value parameters into shared memory)."""
-    from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, copier, size
+def test_parameter_block_rows_copier_moves_every_row_slot():
+    """params.rows_copier's function copies each slot of a block's rows, row by row,
+    into the arrays it is given (the kernels' move of their by-value layout into
+    shared memory)."""
+    from dmlnumba.params import MAXD, NONZERO_CUDA, SLICE_CUDA, rows_copier, size
 
     for decl in (NONZERO_CUDA, SLICE_CUDA):
         src = tuple(range(7, 7 + size(decl)))
-        dst = np.zeros(size(decl), np.int64)
-        copier(decl)(src, dst)
-        assert dst.tolist() == list(src)
+        rows = [np.zeros(MAXD, np.int64) for _ in decl._row_fields]
+        rows_copier(decl)(src, *rows)
+        for f, row in zip(decl._row_fields, rows):
+            first = getattr(decl, f)
+            assert row.tolist() == list(src[first : first + MAXD]), f

@@ -114,14 +114,19 @@ NONZERO_CPU = declare(
 )
 
 
-def copier(decl, /):
-    """A plain-Python function ``copy(src, dst)`` that sets ``dst[i] = src[i]`` for
-    every slot of a ``decl`` block, one statement a slot with the index a literal.
-    Compiled as a CUDA device function it moves a block passed by value (a tuple of
-    kernel parameters) into shared memory as straight-line loads and stores: a
-    tuple indexed by a run-time value compiles to a switch over every slot."""
-    lines = [f"    dst[{i}] = src[{i}]" for i in range(size(decl))]
-    src = "def copy(src, dst):\n" + "\n".join(lines) + "\n"
+def rows_copier(decl, /):
+    """A plain-Python function ``copy(src, *rows)`` that sets ``rows[j][d] = src[
+    decl[j] + d]`` for each of ``decl``'s rows (in its order) and every ``d <
+    MAXD``, one statement a slot with the index a literal.  Compiled as a CUDA device
+    function it moves the layout of a block passed by value (a tuple of kernel
+    parameters) into shared memory as straight-line stores: a tuple indexed by a
+    run-time value compiles to a switch over every slot.  A kernel reads the
+    block's scalars by literal slots, straight from its parameters."""
+    fields = decl._row_fields
+    lines = [
+        f"    {f}[{d}] = src[{getattr(decl, f) + d}]" for f in fields for d in range(MAXD)
+    ]
+    src = f"def copy(src, {', '.join(fields)}):\n" + "\n".join(lines) + "\n"
     scope: dict = {}
-    exec(compile(src, f"<params.copier {type(decl).__name__}>", "exec"), scope)
+    exec(compile(src, f"<params.rows_copier {type(decl).__name__}>", "exec"), scope)
     return scope["copy"]

@@ -22,7 +22,7 @@ branches on the variant fold away.
 
 from numba import cuda, int64, uint32
 
-from ..params import MAXD, copier, size
+from ..params import MAXD, rows_copier
 from ..params import NONZERO_CUDA as P
 from . import tile_status as ts
 from .indexmath import offset, unravel
@@ -32,8 +32,7 @@ from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, RING, SPARSE_OF, STAGE
 from .warp import warp_sum
 
 #: Slots of the parameter block, and its copy into shared memory.
-PSIZE = size(P)
-copy_params = cuda.jit(device=True)(copier(P))
+copy_rows = cuda.jit(device=True)(rows_copier(P))
 
 
 def make_nonzero(V, item, narrow=False, staged=0):
@@ -59,12 +58,7 @@ def make_nonzero(V, item, narrow=False, staged=0):
         the stream before the launch (unused by a launch of one block); ``vec`` 1
         where the input is C-contiguous and 16-byte aligned.
         """
-        # The parameter block, from the kernel's parameters into shared memory:
-        # every read of it after that is a plain shared load.
-        p = cuda.shared.array(PSIZE, int64)
-        if cuda.threadIdx.x == 0:
-            copy_params(params, p)
-        cuda.syncthreads()
+        p = params
         src_base = p[P.src_base]
         ndim = p[P.ndim]
         total = p[P.total]
@@ -87,11 +81,8 @@ def make_nonzero(V, item, narrow=False, staged=0):
         dmagic = cuda.shared.array(MAXD, int64)
         dshift = cuda.shared.array(MAXD, int64)
         dstrides = cuda.shared.array(MAXD, int64)
-        if tid < ndim:
-            dshape[tid] = p[P.shape + tid]
-            dmagic[tid] = p[P.magic + tid]
-            dshift[tid] = p[P.shift + tid]
-            dstrides[tid] = p[P.strides + tid]
+        if tid == 0:
+            copy_rows(params, dshape, dstrides, dmagic, dshift)
         g = (coords, dshape, dstrides, ndim)
         if tid == 0:  # one tile (grid of one block): no look-back buffer
             tile_info[0] = 0 if cuda.gridDim.x == 1 else ts.take_tile(status)
