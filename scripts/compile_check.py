@@ -26,6 +26,7 @@ from dmlnumba.gpu import launch  # noqa: E402
 # positions, both output widths) for 32-bit elements.
 cases = [("slice", sb, 0, (False, 0)) for sb in (8, 16, 32, 64)]
 cases += [("slice", sb, 0, (True, 0)) for sb in (8, 16, 32)]
+cases += [("slice", 64, 0, (False, swap)) for swap in (8, 16, 32)]  # reversed rows as words
 cases += [("nonzero", sb, ob, (False, 0)) for sb in (8, 16, 32, 64) for ob in (32, 64)]
 cases += [("nonzero", 32, 32, (narrow, w)) for narrow in (True, False) for w in (2, 3, 8)]
 cases += [("nonzero", 32, ob, (True, 1)) for ob in (32, 64)]

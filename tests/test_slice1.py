@@ -181,14 +181,37 @@ def test_contiguous_rows_copied_as_words(device, dtype, shift, monkeypatch):
         assert [p[:2] for p in paths] == [("slice", 64 if shift == 0 else bits)]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32"])
+@pytest.mark.parametrize("shift", [0, 1])
+def test_reversed_rows_copied_as_words(device, dtype, shift, monkeypatch):
+    """Rows reversed in the input, contiguous in the output, a multiple of 8 bytes long
+    and with every 8-byte word of the input aligned are copied in 8-byte words on the
+    GPU, each word's items reversed in registers; a window moved by one element
+    (``shift``) is not aligned and takes the element-wise copy."""
+    paths = record_paths(monkeypatch, device)
+    x = (np.arange(5 * 6 * 64) % 251).astype(dtype).reshape(5, 6, 64)
+    idx = np.s_[1:4, ::-1, 55 - shift : 7 - shift : -1]  # 48 elements from column 55
+    want = np.ascontiguousarray(x[idx])
+    got = dmlnumba.slice1(to_device(x, device), *dmlnumba.window(x.shape, idx), device=device)
+    np.testing.assert_array_equal(to_host(got), want)
+    if device == "cuda":
+        bits = 8 * np.dtype(dtype).itemsize
+        assert [p[:2] for p in paths] == [("slice", 64 if shift == 0 else bits)]
+    # The 1-d reversal of a whole array, where every word is aligned.
+    y = (np.arange(4096) % 253).astype(dtype)
+    got = dmlnumba.slice1(to_device(y, device), (0,), (4096,), (-1,), device=device)
+    np.testing.assert_array_equal(to_host(got), y[::-1])
+
+
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
 @pytest.mark.parametrize("below", [1 << 30, 0])
 def test_cuda_slice_kernel_variants(below, monkeypatch):
     """The CUDA slice kernel keeps positions in 32 bits where every position (and
     tile) is below CUDA_SLICE_32BIT_BELOW, else in 64; both copy every window the
     same: reversed and strided dimensions, element copies, a tile count that wraps
-    the next-to-last dimension, into a strided output.  The 8-byte word copy keeps
-    64-bit positions."""
+    the next-to-last dimension, rows shorter than a warp, into a strided output.  The
+    8-byte word copy (of contiguous or reversed rows) keeps 64-bit positions."""
     from dmlnumba import config
     from dmlnumba.gpu import launch
 
@@ -203,16 +226,19 @@ def test_cuda_slice_kernel_variants(below, monkeypatch):
 
     monkeypatch.setattr(launch, "kernel", kernel)
     x = (np.arange(3 * 7 * 5 * 40) % 251).astype(np.float32).reshape(3, 7, 5, 40)
-    for idx, nbits in [
-        (np.s_[:, ::-1, 1::2, 3:37:3], 32),
-        (np.s_[::-1, 2:, :, ::-1], 32),
-        (np.s_[1:, ::2, :, 4:36], 64),  # contiguous rows of 32 elements: 8-byte words
+    for idx, nbits, swap in [
+        (np.s_[:, ::-1, 1::2, 3:37:3], 32, 0),
+        (np.s_[::-1, 2:, :, ::-1], 64, 32),  # reversed rows of 40: words, halves swapped
+        (np.s_[::-1, 2:, :, 38::-1], 32, 0),  # reversed rows of 39: element by element
+        (np.s_[1:, ::2, :, 4:36], 64, 0),  # contiguous rows of 32 elements: 8-byte words
+        (np.s_[:, ::-1, :, 3:16], 32, 0),  # rows of 13: a warp's lanes go on to the next rows
+        (np.s_[::-1, :, 1:4, 7:8], 32, 0),  # rows of 3 (the last dimension of 1 dropped)
     ]:
         want = np.ascontiguousarray(x[idx])
         variants.clear()
         got = dmlnumba.slice1(to_device(x, "cuda"), *dmlnumba.window(x.shape, idx), device="cuda")
         np.testing.assert_array_equal(to_host(got), want)
-        assert variants[-1] == ("slice", nbits, (below > 0 and nbits < 64, 0))
+        assert variants[-1] == ("slice", nbits, (below > 0 and nbits < 64, swap))
         buf = np.zeros(want.shape + (2,), np.float32)  # into every other element
         out = device_view(to_device(buf, "cuda"), lambda a: a[..., 0], buf)
         dmlnumba.slice1(to_device(x, "cuda"), *dmlnumba.window(x.shape, idx), out=out)

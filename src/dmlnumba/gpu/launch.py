@@ -42,9 +42,9 @@ _first_use = threading.Lock()
 def python_kernel(name, src_bits, variant=(False, 0)):
     """The kernel's Python function for ``src_bits``-bit elements (``variant``: the
     nonzero kernel's ``(narrow, staged)``, ``staged`` 0 or a width, see
-    :func:`make_nonzero`; the slice kernel's ``(narrow, 0)``, see :func:`make_slice`)."""
+    :func:`make_nonzero`; the slice kernel's ``(narrow, swap)``, see :func:`make_slice`)."""
     if name == "slice":
-        return make_slice(_UINT[src_bits], variant[0])
+        return make_slice(_UINT[src_bits], *variant)
     return make_nonzero(128 // src_bits, _UINT[src_bits], *variant)
 
 

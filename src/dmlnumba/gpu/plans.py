@@ -168,8 +168,10 @@ class NonzeroPlan(_Plan):
 class SlicePlan(_Plan):
     """A slice1 of one shape: the input's and the output's layouts, the window's
     starts and steps, under the current settings.  ``wide`` (or None) copies 8-byte
-    words where the inner dimension is contiguous in both arrays and every row
-    starts on a multiple of 8 bytes (chosen per call by the addresses)."""
+    words where the inner dimension is contiguous in the output and contiguous or
+    reversed in the input, and every row starts on a multiple of 8 bytes (chosen
+    per call by the addresses); a reversed row's words have their items reversed
+    in registers."""
 
     def __init__(self, x, starts, steps, out):
         super().__init__()
@@ -181,22 +183,26 @@ class SlicePlan(_Plan):
         narrow = _slice_spec(8 * x.itemsize, shape, ss, ds, sb, db)
         wide = None
         k = 8 // x.itemsize
+        # Rows contiguous in both arrays (``swap`` 0), or reversed in the input
+        # (``swap`` the item's bits: each word's items are reversed in registers).
+        step = ss[-1] if ds[-1] == 1 and ss[-1] in (1, -1) else 0
+        first = sb if step == 1 else sb - (k - 1)  # the input's first word of row 0
         if (
             k > 1
-            and ss[-1] == 1
-            and ds[-1] == 1
+            and step != 0
             and shape[-1] % k == 0
-            and sb % k == 0
+            and first % k == 0
             and db % k == 0
             and all(v % k == 0 for v in ss[:-1] + ds[:-1])
         ):
             wide = _slice_spec(
                 64,
                 shape[:-1] + (shape[-1] // k,),
-                tuple(v // k for v in ss[:-1]) + (1,),
+                tuple(v // k for v in ss[:-1]) + (step,),
                 tuple(v // k for v in ds[:-1]) + (1,),
-                sb // k,
+                first // k,
                 db // k,
+                0 if step == 1 else 8 * x.itemsize,
             )
         self.slo, self.sspan, self.dlo, self.dspan = slo, sspan, dlo, dspan
         self.itemsize = x.itemsize
@@ -205,8 +211,8 @@ class SlicePlan(_Plan):
     def _make(self, which, handle, ctx):
         spec = self.specs[which]
         assert spec is not None  # launch picks the word copy only where there is one
-        bits, blocks, block, params, pos32 = spec
-        k = launch.kernel("slice", bits, 0, (pos32, 0))
+        bits, blocks, block, params, pos32, swap = spec
+        k = launch.kernel("slice", bits, 0, (pos32, swap))
         return launch.launcher(k, blocks, block, handle, ctx, params)
 
     def launch(self, handle, xp, op):
@@ -224,8 +230,9 @@ class SlicePlan(_Plan):
             go(sp, dp)
 
 
-def _slice_spec(bits, shape, ss, ds, sb, db):
-    """``(bits, grid, block, params, pos32)`` of a copy of ``bits``-bit items."""
+def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
+    """``(bits, grid, block, params, pos32, swap)`` of a copy of ``bits``-bit items
+    (``swap``: 0, or the bits of the items each 64-bit word's are reversed in)."""
     inner = shape[-1]
     threads = config.CUDA_THREADS
     items = config.CUDA_SLICE_ITEMS
@@ -237,9 +244,12 @@ def _slice_spec(bits, shape, ss, ds, sb, db):
     rows = 1
     for n in shape[:-1]:
         rows *= n
-    # Up to CUDA_SLICE_ROWS rows a tile, fewer where that leaves fewer than about
-    # CUDA_SLICE_TILES tiles (too few to keep the GPU's memory system busy).
-    nrows = max(1, min(config.CUDA_SLICE_ROWS, rows * nseg // config.CUDA_SLICE_TILES))
+    # Up to CUDA_SLICE_ROWS rows a tile, or where rows are short as many as hold as
+    # many elements (the threads go on from row to row), fewer where that leaves
+    # fewer than about CUDA_SLICE_TILES tiles (too few to keep the GPU's memory
+    # system busy).
+    want = max(config.CUDA_SLICE_ROWS, config.CUDA_SLICE_ROWS * seg // inner)
+    nrows = max(1, min(want, rows * nseg // config.CUDA_SLICE_TILES))
     ntiles = -(-rows // nrows) * nseg
     blocks = min(-(-ntiles // ty), 1 << 22)
     # Positions in 32 bits where every one (and a tile's number) is below
@@ -262,7 +272,7 @@ def _slice_spec(bits, shape, ss, ds, sb, db):
         nrows=nrows,
         ntiles=ntiles,
     )
-    return (bits, blocks, (tx, ty), tuple(params.tolist()), pos32)
+    return (bits, blocks, (tx, ty), tuple(params.tolist()), pos32, swap)
 
 
 # ------------------------------------------------------------------------- plans

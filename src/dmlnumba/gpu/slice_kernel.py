@@ -11,36 +11,48 @@ many are in flight whatever the rows' length (one body; ``LOADS`` is a
 compile-time constant, so the loops unroll into registers).
 """
 
-from numba import cuda, int32, int64
+from numba import cuda, int32, int64, uint64
 
-from ..params import MAXD, copier, size
+from ..params import MAXD, rows_copier
 from ..params import SLICE_CUDA as P
 from .indexmath import row_start
+from .warp import agent
 
-#: Slots of the parameter block.
-PSIZE = size(P)
-copy_params = cuda.jit(device=True)(copier(P))
+#: The parameter block's rows (the layout), from the kernel's parameters into shared
+#: memory, one statement a slot (an index into the parameters' tuple that is not a
+#: literal compiles to a switch over every slot).
+copy_rows = cuda.jit(device=True)(rows_copier(P))
+
+@agent
+def reverse_items(x, bits):
+    """The uint64 ``x`` with the order of its items of ``bits`` bits (8, 16 or 32)
+    reversed: halves swapped, then 16-bit parts within them, then bytes."""
+    x = (x >> uint64(32)) | (x << uint64(32))
+    if bits <= 16:
+        m = uint64(0x0000FFFF0000FFFF)
+        x = ((x & m) << uint64(16)) | ((x >> uint64(16)) & m)
+    if bits <= 8:
+        m = uint64(0x00FF00FF00FF00FF)
+        x = ((x & m) << uint64(8)) | ((x >> uint64(8)) & m)
+    return x
+
 
 #: Loads each thread has in flight (docs/PERFORMANCE.md, "slice1 loads in flight").
 LOADS = 8
 
 
-def make_slice(item, narrow=False):
+def make_slice(item, narrow=False, swap=0):
     """The slice kernel for elements of numba type ``item`` (an unsigned integer
     type of the element's width): ``(p, src, dst)``, ``p`` a :data:`SLICE_CUDA`
     block passed by value (a tuple of kernel parameters).  ``narrow``: every
     element position of both arrays is below 2**31, and the positions a thread
-    keeps in flight are 32-bit."""
+    keeps in flight are 32-bit.  ``swap``: 0, or (64-bit words) the bits of the
+    items whose order each word reverses (:func:`reverse_items`): a reversed row
+    of small items copied a word at a time."""
     I = int32 if narrow else int64  # noqa: E741
 
     def slice_copy(params, src, dst):
-        # The parameter block, from the kernel's parameters into shared memory:
-        # every read of it after that is a plain shared load.
-        p = cuda.shared.array(PSIZE, int64)
-        t = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
-        if t == 0:
-            copy_params(params, p)
-        cuda.syncthreads()
+        p = params  # read by literal slots: kernel parameters, no registers held
         src_base = I(p[P.src_base])
         dst_base = I(p[P.dst_base])
         ndim = p[P.ndim]
@@ -55,11 +67,8 @@ def make_slice(item, narrow=False):
         shape = cuda.shared.array(MAXD, int64)
         sst = cuda.shared.array(MAXD, int64)
         dstr = cuda.shared.array(MAXD, int64)
-        t = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
-        if t < ndim:
-            shape[t] = p[P.shape + t]
-            sst[t] = p[P.src_strides + t]
-            dstr[t] = p[P.dst_strides + t]
+        if cuda.threadIdx.y == 0 and cuda.threadIdx.x == 0:
+            copy_rows(params, shape, sst, dstr)
         cuda.syncthreads()
         v = cuda.local.array(LOADS, item)
         sa = cuda.local.array(LOADS, I)
@@ -77,15 +86,22 @@ def make_slice(item, narrow=False):
         step = I(cuda.gridDim.x * cuda.blockDim.y)
         while tile < ntiles:
             group = I(tile // nseg)
-            j0 = I((tile - group * nseg) * seg + cuda.threadIdx.x)
-            end = I(min((tile - group * nseg) * seg + seg, inner))
+            start = I((tile - group * nseg) * seg)
+            end = I(min(start + seg, inner))
+            width = I(end - start)  # the segment's elements in each row
+            # Thread x takes elements x, x + bx, ... of the tile's rows read as one
+            # run, row after row: where a segment is shorter than bx (short rows), a
+            # warp's lanes go on into the next rows instead of idling.
+            k0 = I(cuda.threadIdx.x // width)
+            j = I(start + cuda.threadIdx.x - k0 * width)
             r = I(group * nrows)
-            r_end = I(min(r + nrows, rows) if j0 < end else r)  # else: no element of the row
-            s, d, c = row_start(r, shape, last, sst, dstr)
-            s = I(s + src_base)
-            d = I(d + dst_base)
-            c = I(c)
-            j = j0
+            r_end = I(min(r + nrows, rows))
+            r = I(r + k0)
+            if r < r_end:
+                s, d, c = row_start(r, shape, last, sst, dstr)
+                s = I(s + src_base)
+                d = I(d + dst_base)
+                c = I(c)
             while r < r_end:
                 # The next LOADS elements of this thread, along its row segment and on
                 # into the next rows: their addresses first, then all the loads, then
@@ -102,22 +118,24 @@ def make_slice(item, narrow=False):
                         da[u] = I(d + j * ds)
                         n = u + 1
                         j = I(j + bx)
-                        if j >= end:  # the next row
-                            j = j0
-                            r = I(r + 1)
-                            if c + 1 < n_outer:  # the usual step: no division
-                                c = I(c + 1)
-                                s = I(s + s_outer)
-                                d = I(d + d_outer)
-                            else:
-                                wrapped = True
+                        if j >= end:  # on into the next row (rows, where they are short)
+                            k = I(1)
+                            j = I(j - width)
+                            while j >= end:
+                                j = I(j - width)
+                                k = I(k + 1)
+                            r = I(r + k)
+                            c = I(c + k)
+                            s = I(s + k * s_outer)
+                            d = I(d + k * d_outer)
+                            wrapped = c >= n_outer
                 for u in range(LOADS):
                     if u < n:
                         v[u] = src[sa[u]]
                 for u in range(LOADS):
                     if u < n:
-                        dst[da[u]] = v[u]
-                if wrapped:
+                        dst[da[u]] = reverse_items(v[u], swap) if swap else v[u]
+                if wrapped and r < r_end:
                     s, d, c = row_start(r, shape, last, sst, dstr)
                     s = I(s + src_base)
                     d = I(d + dst_base)

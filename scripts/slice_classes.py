@@ -1,0 +1,112 @@
+"""slice1 on the GPU by window class, beside CuPy's slice plus ``ascontiguousarray``:
+``python3 scripts/slice_classes.py [OLD_DIR]`` on a GPU.
+
+Default calls on CuPy arrays (new outputs, as users call it).  Each round times every
+contender once, as ``N`` back-to-back calls between two CUDA events (the GPU is the
+bottleneck, so that is about the kernel's time and the allocation); prints, per
+window, the median and spread (min-max) over ``ROUNDS`` rounds in microseconds, the
+ratio CuPy / dmlnumba, and the share of the copy roofline (the window's bytes read
+and written, over the bandwidth of a 1 GiB device-to-device copy).  ``OLD_DIR``: a
+directory holding an older source tree as ``dmlnumba_old``, timed beside this one.
+
+The ``held-out`` windows were chosen before any tuning and are never tuned on."""
+
+import statistics
+import sys
+
+import cupy as cp
+import numpy as np
+
+import dmlnumba
+
+ROUNDS = 9
+N = 20
+
+CLASSES = [
+    ("short rows, 8-byte", (2048, 2048, 16), np.s_[:, ::-2, 3:], np.float64),
+    (
+        "reversed 2 dims, 128-byte rows",
+        (32, 32, 32, 32, 32),
+        np.s_[:, ::-1, :, ::-1, :],
+        np.float32,
+    ),
+    ("step in the last dim", (4096, 4096), np.s_[:, ::3], np.float32),
+    ("1-d reversed, 2-byte", (1 << 28,), np.s_[::-1], np.float16),
+    ("1-d reversed, 1-byte", (1 << 28,), np.s_[::-1], np.uint8),
+    ("bench large window", (8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :], np.float32),
+    ("bench small window", (8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3], np.float32),
+    ("crop, long rows", (8192, 8192), np.s_[100:8000, 7:8100], np.float32),
+]
+HELD_OUT = [
+    ("held-out: 1-byte rows reversed", (1024, 1024, 64), np.s_[::2, :, ::-1], np.int8),
+    ("held-out: 56-byte rows", (512, 512, 7 * 4), np.s_[:, ::-1, 3:10], np.float64),
+    ("held-out: crop step 5", (8192, 8192), np.s_[100:8000:5, 7:8000], np.float32),
+    ("held-out: 2-byte mixed", (64, 64, 64, 64), np.s_[:, ::2, ::-1, 1:63], np.int16),
+    ("held-out: 1-d step -3", (1 << 27,), np.s_[::-3], np.uint8),
+    ("held-out: full reversal", (4096, 4096), np.s_[::-1, ::-1], np.float16),
+]
+
+
+def per_call(f, n=N):
+    a, b = cp.cuda.Event(), cp.cuda.Event()
+    a.record()
+    for _ in range(n):
+        f()
+    b.record()
+    b.synchronize()
+    return cp.cuda.get_elapsed_time(a, b) / n * 1e3
+
+
+def copy_bandwidth():
+    x = cp.empty(1 << 30, cp.uint8)
+    y = cp.empty_like(x)
+    ts = []
+    for _ in range(7):
+        ts.append(per_call(lambda: y.__setitem__(Ellipsis, x), 5))
+    return 2 * x.nbytes / (statistics.median(ts) * 1e-6)
+
+
+def main():
+    old = None
+    if len(sys.argv) > 1:
+        sys.path.insert(0, sys.argv[1])
+        import dmlnumba_old as old
+    bw = copy_bandwidth()
+    print(f"copy bandwidth {bw / 1e9:.0f} GB/s; {cp.cuda.runtime.getDeviceProperties(0)['name']}")
+    for name, shape, idx, dt in CLASSES + HELD_OUT:
+        rng = cp.random.default_rng(0)
+        x = (rng.random(shape, dtype=cp.float32) * 100).astype(dt)
+        w = dmlnumba.window(shape, idx)[:3]
+        fns = {
+            "cupy": lambda: cp.ascontiguousarray(x[idx]),
+            "dmlnumba": lambda: dmlnumba.slice1(x, *w),
+        }
+        if old is not None:
+            fns["old"] = lambda: old.slice1(x, *w)
+        want = cp.ascontiguousarray(x[idx])
+        for k, f in fns.items():
+            if k != "cupy":
+                got = f()
+                assert got.shape == want.shape and bool((got == want).all()), (name, k)
+            for _ in range(2):
+                f()
+        ts = {k: [] for k in fns}
+        for _ in range(ROUNDS):
+            for k, f in fns.items():
+                ts[k].append(per_call(f))
+        med = {k: statistics.median(v) for k, v in ts.items()}
+        roof = 100 * 2 * want.nbytes / bw / (med["dmlnumba"] * 1e-6)
+        parts = [f"{k} {med[k]:8.1f} ({min(v):.1f}-{max(v):.1f})" for k, v in ts.items()]
+        ratio = med["cupy"] / med["dmlnumba"]
+        extra = f"  new/old {med['dmlnumba'] / med['old']:.2f}" if old is not None else ""
+        print(
+            f"{name:32s} {np.dtype(dt).name:8s} {'  '.join(parts)} us  "
+            f"cupy/dml {ratio:5.2f}x  roofline {roof:4.0f}%{extra}",
+            flush=True,
+        )
+        x = want = None
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    main()
