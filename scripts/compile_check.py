@@ -30,6 +30,7 @@ cases += [("slice", 64, 0, (False, swap)) for swap in (8, 16, 32)]  # reversed r
 cases += [("nonzero", sb, ob, (False, 0)) for sb in (8, 16, 32, 64) for ob in (32, 64)]
 cases += [("nonzero", 32, 32, (narrow, w)) for narrow in (True, False) for w in (2, 3, 8)]
 cases += [("nonzero", 32, ob, (True, 1)) for ob in (32, 64)]
+cases += [("nonzero", sb, 32, (True, 2, u)) for sb, u in ((8, 8), (32, 8), (64, 4))]  # transposed
 for name, sb, ob, variant in cases:
     fn, sig = launch.python_kernel(name, sb, variant), launch.signature(name, sb, ob)
     ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))

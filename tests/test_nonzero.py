@@ -13,6 +13,7 @@ from dmlnumba.validation import effective_rank
 
 from devices import (
     DEVICES,
+    SIM,
     device_view,
     needs_real_gpu,
     record_paths,
@@ -424,6 +425,66 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
         )
         _assert_matches_argwhere(x, count, coords)
         assert variants == [(below > 0, one)]
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+@pytest.mark.parametrize(
+    "dtype", [np.uint8, np.float32, np.float64] + ([] if SIM else [np.float16, np.int64])
+)
+def test_cuda_transposed_inputs_read_rows_together(dtype, monkeypatch):
+    """Inputs whose next-to-last dimension is contiguous (transposed matrices, also
+    batched and with the last dimension flipped) are counted U rows at a time
+    (count_transposed: whole tiles of U rows, U = 8 for 1- to 4-byte items, 4 for
+    8-byte ones at these sizes), with every write variant and a row limit; a layout
+    that does not qualify (the contiguous dimension flipped, a last dimension not a
+    multiple of 32, too few rows) takes the strided count.  Every result against
+    NumPy, at densities 0, 1 and in between."""
+    from dmlnumba.caches import Bounded
+    from dmlnumba.gpu import launch, plans
+
+    variants = []
+    real = launch.kernel
+
+    def kernel(name, src_bits, out_bits=0, variant=(False, 0)):
+        variants.append(variant)
+        return real(name, src_bits, out_bits, variant)
+
+    monkeypatch.setattr(launch, "kernel", kernel)
+    if SIM:  # simulated blocks of 32 threads: tiles of U rows of 32 columns
+        monkeypatch.setattr(dmlnumba.config, "CUDA_THREADS", 32)
+    rng = np.random.default_rng(11)
+    u = 4 if np.dtype(dtype).itemsize == 8 else 8
+    # (n, c, r): after a[0].T, r rows of c columns, strides (1, r)
+    n, c, r = (2, 32, 16) if SIM else (3, 256, 96)
+    base = rng.random((n, c, r)) * 2 - 1
+    cases = [
+        (lambda a: a[0].T, u),  # (r, c), strides (1, r)
+        (lambda a: a.transpose(0, 2, 1), u),  # batched: (n, r, c)
+        (lambda a: a[0].T[:, ::-1], u),  # the last dimension flipped
+        (lambda a: a[0].T[::-1], 0),  # the contiguous dimension flipped: strided count
+        (lambda a: a[0, : c - 8].T, 0),  # columns not a multiple of 32: strided count
+        (lambda a: a[0, :, :3].T, 0),  # 3 rows: strided count
+    ]
+    for density in (0.0, 0.1, 1.0):
+        x = np.where(np.abs(base) < density, base, 0).astype(dtype)
+        if density == 1.0:
+            x = (np.abs(base) + 1).astype(dtype)
+        for make, rows in cases:
+            v = make(x)
+            dv = device_view(to_device(x, "cuda"), make, x)
+            want = np.argwhere(v)
+            for out_dtype, max_count in ((np.uint32, None), (np.uint64, 37)):
+                variants.clear()
+                monkeypatch.setattr(plans, "_plans", Bounded())  # a plan for each call
+                count, coords = dmlnumba.nonzero_coordinates(
+                    dv, dtype=out_dtype, max_count=max_count
+                )
+                n = int(to_host(count)[0])
+                assert n == len(want)
+                m = n if max_count is None else min(n, max_count)
+                np.testing.assert_array_equal(to_host(coords)[:m], want[:m])
+                got = variants[-1]
+                assert (got[2] if len(got) > 2 else 0) == rows, (v.shape, v.strides, got)
 
 
 @pytest.mark.parametrize("device", DEVICES)

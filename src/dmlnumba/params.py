@@ -123,9 +123,7 @@ def rows_copier(decl, /):
     run-time value compiles to a switch over every slot.  A kernel reads the
     block's scalars by literal slots, straight from its parameters."""
     fields = decl._row_fields
-    lines = [
-        f"    {f}[{d}] = src[{getattr(decl, f) + d}]" for f in fields for d in range(MAXD)
-    ]
+    lines = [f"    {f}[{d}] = src[{getattr(decl, f) + d}]" for f in fields for d in range(MAXD)]
     src = f"def copy(src, {', '.join(fields)}):\n" + "\n".join(lines) + "\n"
     scope: dict = {}
     exec(compile(src, f"<params.rows_copier {type(decl).__name__}>", "exec"), scope)

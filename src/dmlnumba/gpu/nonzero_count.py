@@ -11,7 +11,7 @@ runs each in a small kernel of its own.
 
 from numba import cuda, int64, uint32, uint64
 
-from .indexmath import advance, is_nonzero
+from .indexmath import advance, is_nonzero, offset, unravel
 from .warp import agent, all_lanes, ballot, load16, shfl_down
 
 #: 16-byte loads each lane has in flight in the vector count.
@@ -206,3 +206,46 @@ def count_strided(src, off, e, c_last, it, items, total, mask, masks, m0, lane, 
             off = advance(coords, shape, strides, ndim, 32, off - 32 * s_last)
             c_last = coords[last]
     return n
+
+
+@agent
+def count_transposed(src, src_base, mask, masks, tile, warp, nwarps, lane, g, rows, U, v):
+    """Count pass of a tile of ``U`` whole rows (the rows of the last dimension) of an
+    input whose next-to-last dimension is contiguous (a transposed matrix): the rows
+    ``U * tile`` on lie next to each other in memory, so a load of ``U`` rows at
+    ``32 // U`` columns reads whole sectors where :func:`count_strided` reads one
+    element a sector.  The block's warps take the tile's 32-column blocks in turn;
+    for each, lane ``i + U * k`` loads row ``i``'s columns ``k``, ``k + 32 // U``, ...,
+    one ballot a load, and lane ``i`` (below ``U``) gathers row ``i``'s 32 bits from
+    the ballots into its mask word, in element order.  Writes every mask word of the
+    tile (zero past ``rows``); the caller counts them after a barrier.  ``g``: the
+    odometer, shape, strides, ndim; ``v``: a local array of at least ``U`` elements."""
+    coords, shape, strides, ndim = g
+    last = ndim - 1
+    n_last = shape[last]
+    s_last = strides[last]
+    wpr = n_last >> 5  # mask words a row
+    C = 32 // U  # columns a load covers
+    q0 = tile * U
+    unravel(q0 * n_last, shape, ndim, coords)
+    i = lane & (U - 1)
+    k = lane // U
+    here = q0 + i < rows
+    row = src_base + offset(coords, strides, ndim) + i  # rows one element apart
+    bal = cuda.local.array(STRIDED_LOADS, uint32)
+    cb = warp
+    while cb < wpr:
+        p = row + (cb * 32 + k) * s_last
+        for s in range(U):
+            if here:
+                v[s] = src[p + s * C * s_last]
+        for s in range(U):
+            bal[s] = ballot(here and is_nonzero(v[s], mask))
+        if lane < U:
+            w = uint32(0)
+            for s in range(U):
+                for kk in range(C):
+                    bit = uint32(uint32(bal[s] >> uint32(kk * U + lane)) & uint32(1))
+                    w = uint32(w | uint32(bit << uint32(s * C + kk)))
+            masks[uint64(lane * wpr + cb)] = w
+        cb += nwarps

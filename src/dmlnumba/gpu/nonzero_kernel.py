@@ -20,22 +20,30 @@ after inlining their loops over a vector's elements unroll into registers and th
 branches on the variant fold away.
 """
 
-from numba import cuda, int64, uint32
+from numba import cuda, int64, uint32, uint64
 
 from ..params import MAXD, rows_copier
 from ..params import NONZERO_CUDA as P
 from . import tile_status as ts
 from .indexmath import offset, unravel
-from .nonzero_count import STRIDED_LOADS, count_strided, count_vector
+from .nonzero_count import STRIDED_LOADS, count_strided, count_transposed, count_vector
 from .nonzero_write import expand_rows, stage_rows, write_rows
-from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, RING, SPARSE_OF, STAGE_WORDS
+from .policy import (
+    EXPAND_WARP,
+    EXPAND_WORDS,
+    MAX_MASKS,
+    MAX_MASKS_TRANSPOSED,
+    RING,
+    SPARSE_OF,
+    STAGE_WORDS,
+)
 from .warp import warp_sum
 
 #: Slots of the parameter block, and its copy into shared memory.
 copy_rows = cuda.jit(device=True)(rows_copier(P))
 
 
-def make_nonzero(V, item, narrow=False, staged=0):
+def make_nonzero(V, item, narrow=False, staged=0, transposed=0):
     """The nonzero kernel for elements of ``16 // V`` bytes, read as numba type
     ``item`` (the unsigned integer type of that width).  ``narrow``: every element
     position is below 2**31, and the write pass divides in 32 bits (the parameter
@@ -46,7 +54,9 @@ def make_nonzero(V, item, narrow=False, staged=0):
     columns unrolls (8-22% faster than the width read at run time on (65536, 64, 64)
     and (64, 64, 256, 256) at 2**28, docs/PERFORMANCE.md).  1, with ``narrow``:
     rows of one column (any row stride and output width), written 32 mask words at
-    a time through shared memory (:func:`expand_rows`)."""
+    a time through shared memory (:func:`expand_rows`).  ``transposed``: 0, or the
+    rows ``U`` of a tile of an input whose next-to-last dimension is contiguous and
+    whose tiles are ``U`` whole rows (:func:`count_transposed` reads them)."""
 
     def nonzero_tiles(params, src, mask, status, out, count, vec):
         """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
@@ -65,7 +75,7 @@ def make_nonzero(V, item, narrow=False, staged=0):
         items = p[P.items]
         warp_rows = cuda.shared.array(33, int64)
         tile_info = cuda.shared.array(1, int64)
-        masks = cuda.shared.array(MAX_MASKS, uint32)
+        masks = cuda.shared.array(MAX_MASKS_TRANSPOSED if transposed else MAX_MASKS, uint32)
         stage = cuda.shared.array(
             EXPAND_WORDS if staged == 1 else (STAGE_WORDS if staged else 1), uint32
         )
@@ -93,21 +103,43 @@ def make_nonzero(V, item, narrow=False, staged=0):
         m0 = warp * items
 
         # 1. Count.
-        v = cuda.local.array(STRIDED_LOADS, item)  # count_strided's loads
+        v = cuda.local.array(STRIDED_LOADS, item)  # count_strided's or count_transposed's loads
         n = int64(0)
-        it = 0
-        if vec != 0:
-            full = (tile + 1) * seg * nwarps <= total
-            n, it = count_vector(
-                src, src_base, total, items, mask, masks, m0, e0 - lane + lane * V, full, lane, V
+        if transposed:
+            rows = total // dshape[ndim - 1]
+            count_transposed(
+                src, src_base, mask, masks, tile, warp, nwarps, lane, g, rows, transposed, v
             )
+            cuda.syncthreads()  # every warp's words are written: count the warp's own
+            j = lane
+            while j < items:
+                n += cuda.popc(masks[uint64(m0 + j)])
+                j += 32
             n = warp_sum(n)
-        e = e0 + it * 32
-        unravel(e, dshape, ndim, coords)
-        off = src_base + offset(coords, dstrides, ndim)
-        n += count_strided(
-            src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g, v
-        )
+        else:
+            it = 0
+            if vec != 0:
+                full = (tile + 1) * seg * nwarps <= total
+                n, it = count_vector(
+                    src,
+                    src_base,
+                    total,
+                    items,
+                    mask,
+                    masks,
+                    m0,
+                    e0 - lane + lane * V,
+                    full,
+                    lane,
+                    V,
+                )
+                n = warp_sum(n)
+            e = e0 + it * 32
+            unravel(e, dshape, ndim, coords)
+            off = src_base + offset(coords, dstrides, ndim)
+            n += count_strided(
+                src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g, v
+            )
         if lane == 0:
             warp_rows[warp] = n
         cuda.syncthreads()

@@ -17,7 +17,7 @@ from ..params import NONZERO_CUDA, SLICE_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .memory import current_context, zero
-from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, RING, STAGE_WORDS
+from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, MAX_MASKS_TRANSPOSED, RING, STAGE_WORDS
 from .views import Flat, host_view
 from .warp import SIM
 
@@ -91,6 +91,11 @@ class NonzeroPlan(_Plan):
         # An input that fits one tile takes only the steps it fills, in multiples of 4
         # (1000 elements: 4 steps a warp, not 16).
         items = min(items, max(4, -(-x.size // (4 * threads)) * 4))
+        # A transposed input (the next-to-last dimension contiguous) whose tiles can be
+        # whole rows: read U rows at a time, in whole sectors (count_transposed).
+        tposed = _transposed_rows(x.shape, sstr, x.itemsize, threads)
+        if tposed:
+            items = tposed * x.shape[-1] // threads
         self.ntiles = -(-x.size // (threads * items))
         self.values = (
             ("shape", tuple(x.shape)),
@@ -122,6 +127,8 @@ class NonzeroPlan(_Plan):
         # in shared memory and stored coalesced: the width-1 kernel.
         expand = narrow and width == 1 and threads // 32 * EXPAND_WARP <= EXPAND_WORDS
         variant = (narrow, width if staged else (1 if expand else 0))
+        if tposed:
+            variant += (tposed,)
         self.kernel = (8 * x.itemsize, 8 * count.itemsize, variant)
         self.slo, self.sspan, self.clo, self.olo, self.ospan = slo, sspan, clo, olo, ospan
         self.mask, self.threads = mask, threads
@@ -228,6 +235,27 @@ class SlicePlan(_Plan):
             go(_arg(sp, self.sspan * n // isz, isz), _arg(dp, self.dspan * n // isz, isz))
         else:
             go(sp, dp)
+
+
+def _transposed_rows(shape, strides, itemsize, threads):
+    """The rows ``U`` (8, 4 or 2, at most a sector's worth of elements) of the nonzero
+    kernel's tiles where ``count_transposed`` reads them: the next-to-last dimension
+    contiguous (stride 1) and a multiple of ``U``, the last not, a multiple of 32
+    columns, and ``U`` rows making a whole tile that fits the shared masks
+    (``MAX_MASKS_TRANSPOSED``).  0 where
+    the layout is not such a one."""
+    if len(shape) < 2 or strides[-2] != 1 or strides[-1] == 1 or shape[-1] % 32:
+        return 0
+    for u in (8, 4, 2):
+        tile = u * shape[-1]
+        if (
+            u * itemsize <= max(32, 2 * itemsize)
+            and shape[-2] % u == 0
+            and tile % threads == 0
+            and tile // threads <= MAX_MASKS_TRANSPOSED // (threads // 32)
+        ):
+            return u
+    return 0
 
 
 def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):

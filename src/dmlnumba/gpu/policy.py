@@ -8,6 +8,11 @@ docs/PERFORMANCE.md; the plan math that turns them into a launch is in
 #: Shared ballot masks per block: warps x items.  The plan keeps
 #: ``(threads // 32) * items`` within this.
 MAX_MASKS = 2048
+#: Shared ballot masks per block of a kernel that reads a transposed input whole rows
+#: at a time (:func:`~dmlnumba.gpu.nonzero_count.count_transposed`): twice as many,
+#: so that a tile holds 8 rows of up to 16384 elements (8 rows of 4-byte items fill
+#: whole sectors).  The width-1 kernel never reads that way (its inputs have one row).
+MAX_MASKS_TRANSPOSED = 2 * MAX_MASKS
 #: Rows each warp of a staged kernel holds in shared memory before storing them
 #: (:func:`~dmlnumba.gpu.nonzero_write.stage_rows`): a ring of twice the 32 rows
 #: it stores at a time.

@@ -23,6 +23,7 @@ from .warp import agent
 #: literal compiles to a switch over every slot).
 copy_rows = cuda.jit(device=True)(rows_copier(P))
 
+
 @agent
 def reverse_items(x, bits):
     """The uint64 ``x`` with the order of its items of ``bits`` bits (8, 16 or 32)
