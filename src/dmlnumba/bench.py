@@ -24,7 +24,15 @@ import numpy as np
 import dmlnumba
 
 
+class Timings(dict):
+    """Median seconds per contender (the dict), with ``spread``: each one's
+    ``(min, max)`` over the repetitions."""
+
+    spread: dict[str, tuple[float, float]]
+
+
 def _interleaved(fns, reps, sync=None, warmup=2):
+    """Time ``fns`` alternately, ``reps`` rounds after ``warmup``: a :class:`Timings`."""
     for _ in range(warmup):
         for f in fns.values():
             f()
@@ -40,20 +48,36 @@ def _interleaved(fns, reps, sync=None, warmup=2):
             if sync:
                 sync()
             times[k].append(time.perf_counter() - t)
-    return {k: statistics.median(v) for k, v in times.items()}
+    med = Timings({k: statistics.median(v) for k, v in times.items()})
+    med.spread = {k: (min(v), max(v)) for k, v in times.items()}
+    return med
 
 
 def _row(rows, case, med, ref, roof_bytes=None, bw=None):
+    """Record and print a case: every contender's median time in ms with its spread
+    (min-max over the repetitions) and its ratio to ``dmlnumba`` (the default call,
+    outputs allocated by the call)."""
     base = med["dmlnumba"]
-    r = {"case": case, "times_s": med, "ratios": {k: med[k] / base for k in med if k != "dmlnumba"}}
+    spread = getattr(med, "spread", {})
+    r = {
+        "case": case,
+        "times_s": dict(med),
+        "spread_s": spread,
+        "ratios": {k: med[k] / base for k in med if k != "dmlnumba"},
+    }
     if roof_bytes and bw:
         r["roofline_pct"] = 100.0 * roof_bytes / bw / base
     rows.append(r)
-    others = "  ".join(
-        f"{k} {med[k] * 1e3:9.3f} ms ({med[k] / base:5.2f}x)" for k in med if k != "dmlnumba"
-    )
+
+    unit, scale = ("us", 1e6) if base < 1e-3 else ("ms", 1e3)
+
+    def cell(k):
+        lo, hi = spread.get(k, (med[k], med[k]))
+        return f"{med[k] * scale:.3f} ({lo * scale:.3f}-{hi * scale:.3f}) {unit}"
+
+    others = "  ".join(f"{k} {cell(k)} ({med[k] / base:5.2f}x)" for k in med if k != "dmlnumba")
     roof = f"  {r['roofline_pct']:5.1f}% of copy bw" if "roofline_pct" in r else ""
-    print(f"{case:58s} dmlnumba {base * 1e3:9.3f} ms  {others}{roof}", flush=True)
+    print(f"{case:58s} dmlnumba (default) {cell('dmlnumba')}  {others}{roof}", flush=True)
 
 
 def _density(rng, shape, density, xp=np):
@@ -81,7 +105,8 @@ def cpu_cases(quick=False):
         n = int(np.count_nonzero(x))
         med = _interleaved(
             {
-                "dmlnumba": lambda: dmlnumba.nonzero_coordinates(
+                "dmlnumba": lambda: dmlnumba.nonzero_coordinates(x),
+                "dmlnumba preallocated": lambda: dmlnumba.nonzero_coordinates(
                     x, out_count=cnt, out_coordinates=crd
                 ),
                 "numpy.argwhere": lambda: np.argwhere(x),
@@ -104,7 +129,8 @@ def cpu_cases(quick=False):
     out = np.empty(w[3], np.float32)
     med = _interleaved(
         {
-            "dmlnumba": lambda: dmlnumba.slice1(x, *w, out=out),
+            "dmlnumba": lambda: dmlnumba.slice1(x, *w),
+            "dmlnumba preallocated": lambda: dmlnumba.slice1(x, *w, out=out),
             "numpy": lambda: np.ascontiguousarray(x[idx]),
         },
         reps,
@@ -313,7 +339,8 @@ def _gpu_small_rows(rows, calls=1000):
                     f()
                 torch.cuda.synchronize()
                 samples.setdefault(k, []).append((time.perf_counter() - t) / calls)
-        med = {k: statistics.median(v) for k, v in samples.items()}
+        med = Timings({k: statistics.median(v) for k, v in samples.items()})
+        med.spread = {k: (min(v), max(v)) for k, v in samples.items()}
         _row(
             rows,
             f"{label} 1000 elements, {calls} calls back to back, torch in (per call)",
