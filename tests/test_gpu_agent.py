@@ -254,3 +254,17 @@ def test_write_pass_cuda(way, narrow, density):
     got = out.copy_to_host().reshape(nrows, width)
     np.testing.assert_array_equal(got[:limit], rows[:limit].astype(out_dtype))
     assert (got[limit:] == out_dtype(fill)).all()
+
+
+@pytest.mark.parametrize("name, variant", [("slice", (True, 0)), ("nonzero", (True, 1))])
+def test_cuda_register_cap_is_part_of_the_kernels_cache_key(name, variant):
+    """numba's disk cache keys a kernel by its bytecode and its closure's contents,
+    not by ``max_registers``: the cap is a closure cell of the kernel function, so a
+    kernel cached under one cap (CUDA_NONZERO_MAX_REGISTERS, CUDA_SLICE_32BIT_REGISTERS)
+    is never loaded under another."""
+    from dmlnumba.gpu import launch
+
+    for regs in (0, 48, 56):
+        fn = launch.python_kernel(name, 32, variant, regs)
+        cells = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__)))
+        assert cells["regs"] == regs

@@ -39,13 +39,17 @@ _functions = Bounded()
 _first_use = threading.Lock()
 
 
-def python_kernel(name, src_bits, variant=(False, 0)):
+def python_kernel(name, src_bits, variant=(False, 0), regs=0):
     """The kernel's Python function for ``src_bits``-bit elements (``variant``: the
-    nonzero kernel's ``(narrow, staged)``, ``staged`` 0 or a width, see
-    :func:`make_nonzero`; the slice kernel's ``(narrow, swap)``, see :func:`make_slice`)."""
+    nonzero kernel's ``(narrow, staged[, transposed])``, see :func:`make_nonzero`; the
+    slice kernel's ``(narrow, swap)``, see :func:`make_slice`), to be compiled with
+    the register cap ``regs`` (0: none).  The cap is one of the function's closure
+    cells: numba's disk cache keys an entry by the closure's contents but not by
+    ``max_registers``, so without it a kernel cached under one cap was loaded under
+    another (a changed ``CUDA_NONZERO_MAX_REGISTERS`` never reached a warm cache)."""
     if name == "slice":
-        return make_slice(_UINT[src_bits], *variant)
-    return make_nonzero(128 // src_bits, _UINT[src_bits], *variant)
+        return make_slice(_UINT[src_bits], *variant, regs=regs)
+    return make_nonzero(128 // src_bits, _UINT[src_bits], *variant, regs=regs)
 
 
 def signature(name, src_bits, out_bits=0):
@@ -82,7 +86,7 @@ def kernel(name, src_bits, out_bits=0, variant=(False, 0)):
 
 
 def _compile(name, src_bits, out_bits, regs, variant):
-    fn = python_kernel(name, src_bits, variant)
+    fn = python_kernel(name, src_bits, variant, regs)
     if SIM:
         return cuda.jit(fn)
     sig = signature(name, src_bits, out_bits)

@@ -43,7 +43,7 @@ from .warp import warp_sum
 copy_rows = cuda.jit(device=True)(rows_copier(P))
 
 
-def make_nonzero(V, item, narrow=False, staged=0, transposed=0):
+def make_nonzero(V, item, narrow=False, staged=0, transposed=0, regs=0):
     """The nonzero kernel for elements of ``16 // V`` bytes, read as numba type
     ``item`` (the unsigned integer type of that width).  ``narrow``: every element
     position is below 2**31, and the write pass divides in 32 bits (the parameter
@@ -56,7 +56,9 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0):
     rows of one column (any row stride and output width), written 32 mask words at
     a time through shared memory (:func:`expand_rows`).  ``transposed``: 0, or the
     rows ``U`` of a tile of an input whose next-to-last dimension is contiguous and
-    whose tiles are ``U`` whole rows (:func:`count_transposed` reads them)."""
+    whose tiles are ``U`` whole rows (:func:`count_transposed` reads them).  ``regs``:
+    the register cap it is compiled with, held in the closure so that numba's disk
+    cache keys on it (:func:`~dmlnumba.gpu.launch.python_kernel`)."""
 
     def nonzero_tiles(params, src, mask, status, out, count, vec):
         """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
@@ -68,6 +70,7 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0):
         the stream before the launch (unused by a launch of one block); ``vec`` 1
         where the input is C-contiguous and 16-byte aligned.
         """
+        cap = regs  # noqa: F841 (a closure cell: the disk cache's key, see make_nonzero)
         p = params
         src_base = p[P.src_base]
         ndim = p[P.ndim]

@@ -42,17 +42,20 @@ def reverse_items(x, bits):
 LOADS = 8
 
 
-def make_slice(item, narrow=False, swap=0):
+def make_slice(item, narrow=False, swap=0, regs=0):
     """The slice kernel for elements of numba type ``item`` (an unsigned integer
     type of the element's width): ``(p, src, dst)``, ``p`` a :data:`SLICE_CUDA`
     block passed by value (a tuple of kernel parameters).  ``narrow``: every
     element position of both arrays is below 2**31, and the positions a thread
     keeps in flight are 32-bit.  ``swap``: 0, or (64-bit words) the bits of the
     items whose order each word reverses (:func:`reverse_items`): a reversed row
-    of small items copied a word at a time."""
+    of small items copied a word at a time.  ``regs``: the register cap it is
+    compiled with, held in the closure so that numba's disk cache keys on it
+    (:func:`~dmlnumba.gpu.launch.python_kernel`)."""
     I = int32 if narrow else int64  # noqa: E741
 
     def slice_copy(params, src, dst):
+        cap = regs  # noqa: F841 (a closure cell: the disk cache's key, see make_slice)
         p = params  # read by literal slots: kernel parameters, no registers held
         src_base = I(p[P.src_base])
         dst_base = I(p[P.dst_base])
