@@ -9,7 +9,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .compiling import jit
-from .indexmath import _inline, block_bounds, next_row, offset, unravel
+from .indexmath import block_bounds, next_row, offset, unravel
 from .llvm import prefetch as _prefetch
 
 #: A cache line, in bytes (the step between software prefetches).
@@ -66,7 +66,7 @@ if getattr(_nbconfig, "DISABLE_JIT", 0):  # plain Python: an intrinsic cannot be
         dst[d : d + n] = src[s : s + n]
 
 
-@_inline
+@jit
 def _prefetch_row(src, p, st, n, line):
     """Prefetch the cache lines of ``src[p], src[p + st], ..., src[p + (n-1)*st]``
     (``st != 0``) when they span at most ``PREFETCH_SPAN`` bytes; ``line``: the
@@ -94,122 +94,27 @@ def _prefetch_row(src, p, st, n, line):
             _prefetch(src, lo + span)
 
 
-@_inline
-def _prefetch_ahead(src, s, rs, ss, n, line, i, nrows, on):
-    """Prefetch row ``i + PREFETCH_ROWS`` of a run of ``nrows`` rows (row ``j``
-    starts at ``s + (j - i) * rs``) where ``on`` and that row is in the run."""
-    if on and i + PREFETCH_ROWS < nrows:
-        _prefetch_row(src, s + PREFETCH_ROWS * rs, ss, n, line)
-
-
-@_inline
-def _rows(src, s, dst, d, n, ss, ds, nrows, rs, rd, nplanes, ps, pd, line, pf):
-    """Copy ``nplanes`` planes of ``nrows`` rows of ``n`` elements:
-    ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]``; ``pf``: prefetch
-    rows ahead (see :func:`_prefetch_ahead`).
-
-    One loop nest per kind of row, the kind decided once a block of planes, so
-    that short rows cost a few instructions each.  Positions are never negative
-    and are unsigned, which tells numba so (no negative-index handling in the
-    loops): LLVM vectorizes the plain and the reversed copy, and the
-    runtime-stride gather runs scalar, which on this CPU beats a vector gather
-    for items of 2 bytes and more.  Long contiguous rows go to ``memcpy``.  Items
-    of 1 byte gather by constant strides 2, 3 and 4 (vectorized, 4-6x the scalar
-    loop); those branches exist only in the 8-bit kernel."""
-    u = np.uint64
-    if ds == 1 and ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                _memcpy(dst, b, src, a, n)
-                a += rs
-                b += rd
-    elif ds == 1 and ss == 1:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + k)]
-                a += rs
-                b += rd
-    elif ds == 1 and ss == -1:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a - k)]
-                a += rs
-                b += rd
-    elif _item_bytes(src) == 1 and ds == 1 and ss == 2:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + 2 * k)]
-                a += rs
-                b += rd
-    elif _item_bytes(src) == 1 and ds == 1 and ss == 3:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + 3 * k)]
-                a += rs
-                b += rd
-    elif _item_bytes(src) == 1 and ds == 1 and ss == 4:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + 4 * k)]
-                a += rs
-                b += rd
-    elif ds == 1:
-        # Other strides (steps, broadcast sources) into contiguous rows.
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + k * ss)]
-                a += rs
-                b += rd
-    else:
-        # Outputs with gaps or reversed rows (out= arrays).
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                _prefetch_ahead(src, a, rs, ss, n, line, i, nrows, pf)
-                for k in range(n):
-                    dst[u(b + k * ds)] = src[u(a + k * ss)]
-                a += rs
-                b += rd
-
-
-@_inline
-def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
-    """Copy output elements ``[lo, hi)`` of a strided copy.
+@jit
+def _copy_chunk(src, sb, dst, db, geom, chunk, c):
+    """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
+    copy: ``geom`` rows are sizes, source and destination strides.  The one body
+    of both drivers below, called with the same argument types from both (so it
+    compiles once per bit width).
 
     Blocks of the largest shape that fits what is left: a partial row, whole
     rows up to the end of their plane (the last two dimensions), or whole planes
     up to the end of the third-to-last dimension; each block is one loop nest
-    (:func:`_rows`).  The odometer (and a full offset computation) runs only
+    (below).  The odometer (and a full offset computation) runs only
     where a block ends a run.
     """
+    ndim = geom.shape[1]
+    shape = geom[0]
+    sst = geom[1]
+    dstr = geom[2]
+    total = 1
+    for k in range(ndim):
+        total *= shape[k]
+    lo, hi = block_bounds(c, chunk, total)
     coords = np.empty(ndim, np.int64)
     unravel(lo, shape, ndim, coords)
     line = LINE // _item_bytes(src)  # elements a cache line
@@ -229,10 +134,13 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
     # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
     # of a cache line between them: the source is then read as one stream, which
     # the hardware follows (prefetching rows of 51 elements in steps of 5, 1 KiB
-    # apart, took 1.15x the time without).
+    # apart, took 1.15x the time without).  Nor for rows that memcpy copies: the
+    # hardware follows a stream of lines, and prefetching 4 KiB rows 8 KiB apart
+    # made their copy 0.81-0.83x NumPy's speed, against 0.99-1.00x without.
     step = rs if rs > 0 else -rs
     span = (row - 1) * (ss if ss > 0 else -ss) + 1
-    pf = ss != 0 and ndim > 1 and step >= span + line
+    memcpy_rows = ss == 1 and ds == 1 and row * _item_bytes(src) >= MEMCPY_BYTES
+    pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
     s = sb + offset(coords, sst, ndim)
     d = db + offset(coords, dstr, ndim)
     remaining = hi - lo
@@ -256,7 +164,110 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
             nrows = min(nr - r, remaining // row)
             nplanes = 1
             on = pf
-        _rows(src, s, dst, d, n, ss, ds, nrows, rs, rd, nplanes, ps, pd, line, on)
+        # The block: nplanes planes of nrows rows of n elements,
+        # dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]; ``on``:
+        # prefetch the row PREFETCH_ROWS ahead in the plane (_prefetch_row, a
+        # call, which inlined into each loop nest took 2x the compile time).
+        # One loop nest per kind of row, the kind decided once a block, so that
+        # short rows cost a few instructions each.  Positions are never negative
+        # and are unsigned, which tells numba so (no negative-index handling in
+        # the loops): LLVM vectorizes the plain and the reversed copy, and the
+        # runtime-stride gather runs scalar, which on this CPU beats a vector
+        # gather for items of 2 bytes and more.  Long contiguous rows go to
+        # memcpy.  Items of 1 byte gather by constant strides 2, 3 and 4
+        # (vectorized, 4-6x the scalar loop); those loops fold away in the other
+        # widths' kernels.  (Written here, not inlined from a function of its
+        # own: numba's inlining copies the code, 0.5 s of each kernel's compile.)
+        u = np.uint64
+        if ds == 1 and ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    _memcpy(dst, b, src, a, n)
+                    a += rs
+                    b += rd
+        elif ds == 1 and ss == 1:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + k)]
+                    a += rs
+                    b += rd
+        elif ds == 1 and ss == -1:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a - k)]
+                    a += rs
+                    b += rd
+        elif _item_bytes(src) == 1 and ds == 1 and ss == 2:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + 2 * k)]
+                    a += rs
+                    b += rd
+        elif _item_bytes(src) == 1 and ds == 1 and ss == 3:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + 3 * k)]
+                    a += rs
+                    b += rd
+        elif _item_bytes(src) == 1 and ds == 1 and ss == 4:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + 4 * k)]
+                    a += rs
+                    b += rd
+        elif ds == 1:
+            # Other strides (steps, broadcast sources) into contiguous rows.
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + k * ss)]
+                    a += rs
+                    b += rd
+        else:
+            # Outputs with gaps or reversed rows (out= arrays).
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k * ds)] = src[u(a + k * ss)]
+                    a += rs
+                    b += rd
         remaining -= n * nrows * nplanes
         if remaining <= 0:
             break
@@ -282,21 +293,6 @@ def _copy_range(src, sb, dst, db, shape, sst, dstr, ndim, lo, hi):
         next_row(coords, shape, ndim)
         s = sb + offset(coords, sst, ndim)
         d = db + offset(coords, dstr, ndim)
-
-
-@jit
-def _copy_chunk(src, src_base, dst, dst_base, geom, chunk, c):
-    """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
-    copy: ``geom`` rows are sizes, source and destination strides.  The one body
-    of both drivers below, called with the same argument types from both (so it
-    compiles once per bit width)."""
-    ndim = geom.shape[1]
-    shape = geom[0]
-    total = 1
-    for d in range(ndim):
-        total *= shape[d]
-    lo, hi = block_bounds(c, chunk, total)
-    _copy_range(src, src_base, dst, dst_base, shape, geom[1], geom[2], ndim, lo, hi)
 
 
 def _slice_driver(parallel):
