@@ -393,3 +393,29 @@ def test_busy_machine_runs_large_calls_on_one_thread(free, monkeypatch):
     np.testing.assert_array_equal(got, x[::-1, 1::3])
     assert bool(ran) == free
     assert isinstance(target_cpu.cores_free.__call__(), bool)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+@pytest.mark.parametrize("chunk", [5, 100, 1 << 15])
+def test_transposed_inputs_copied_in_tiles(dtype, chunk, monkeypatch):
+    """Transposed inputs (each row's elements on lines of their own, the next rows'
+    on the same lines) are copied several rows at a time: row and column counts
+    that are not multiples of the tile, chunks that end inside a tile."""
+    from dmlnumba import config
+
+    monkeypatch.setattr(config, "CPU_SLICE_CHUNK", chunk)
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
+    monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 0)
+    monkeypatch.setattr(config, "CPU_SLICE_LOAD_CHECK", 0)
+    rng = np.random.default_rng(chunk)
+    isz = np.dtype(dtype).itemsize
+    for shape, idx in [
+        ((70, 45), np.s_[:, ::-1]),
+        ((70, 45), np.s_[3::2, 1:]),
+        ((3, 37, 29), np.s_[::-1, 1:, ::-1]),
+        ((9, 100), np.s_[:, :]),
+    ]:
+        base = rng.integers(0, 256, (*shape[::-1], isz), dtype=np.uint8).view(dtype)
+        x = base.reshape(shape[::-1]).T
+        got = dmlnumba.slice1(x, *dmlnumba.window(shape, idx))
+        np.testing.assert_array_equal(got.view(np.uint8), x[idx].copy().view(np.uint8))
