@@ -302,3 +302,120 @@ def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypa
     big = dmlnumba.slice1(x, (1, 2), (13, 17), (-2, 3))
     assert calls == [small.size]
     np.testing.assert_array_equal(big.view(np.uint32), small.view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.float64])
+@pytest.mark.parametrize("chunk", [1, 3, 7, 40, 1 << 15])
+def test_blocks_of_rows_and_planes_across_chunks(dtype, chunk, monkeypatch):
+    """Chunks that start and end inside rows and planes (the last two dimensions),
+    short rows of every stride kind the kernel tells apart, in 3 to 5 dimensions:
+    bit for bit NumPy's, NaN payloads and -0.0 included."""
+    from dmlnumba import config
+
+    monkeypatch.setattr(config, "CPU_SLICE_CHUNK", chunk)
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
+    monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 0)  # chunks are the parallel driver's
+    monkeypatch.setattr(config, "CPU_SLICE_LOAD_CHECK", 0)
+    rng = np.random.default_rng(chunk)
+    isz = np.dtype(dtype).itemsize
+    indices = [
+        ((5, 6, 16), np.s_[:, ::-1, ::3]),
+        ((4, 7, 9), np.s_[::-1, 1::2, ::-1]),
+        ((3, 5, 8), np.s_[:, :, 1:3]),
+        ((3, 4, 70), np.s_[1:, ::-1, 2:69]),  # memcpy rows for the wider items
+        ((2, 3, 4, 12), np.s_[:, ::-1, :, ::2]),
+        ((2, 3, 2, 5, 13), np.s_[::-1, :, ::-1, 1::2, ::4]),
+        ((6, 5, 9), np.s_[:, ::2, ::-2]),
+        ((4, 4, 4), np.s_[:, :, ::-1]),
+    ]
+    for shape, idx in indices:
+        raw = rng.integers(0, 256, (*shape, isz), dtype=np.uint8)
+        x = raw.view(dtype).reshape(shape)
+        got = dmlnumba.slice1(x, *dmlnumba.window(shape, idx))
+        np.testing.assert_array_equal(got.view(np.uint8), x[idx].copy().view(np.uint8))
+        out = np.zeros(got.shape[::-1], dtype).T  # an output in Fortran order
+        dmlnumba.slice1(x, *dmlnumba.window(shape, idx), out=out)
+        u = f"u{isz}"
+        np.testing.assert_array_equal(out.view(u), x[idx].view(u))
+
+
+@pytest.mark.parametrize("numpy_max", [0, 1 << 16])
+def test_repeated_out_calls_check_overlap_and_writeable(numpy_max, monkeypatch):
+    """A repeat of an out= call (same parameter tuples, same layouts) skips the
+    checks that depend only on layouts, never the ones that depend on the arrays:
+    an output that overlaps the input, or one made read-only since."""
+    from dmlnumba import config
+
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", numpy_max)
+    w = ((0,), (40,), (-1,), (20,))
+    x = np.arange(40, dtype=np.int32)
+    out = np.empty(20, np.int32)
+    for _ in range(2):
+        dmlnumba.slice1(x, *w, out=out)
+        np.testing.assert_array_equal(out, x[::-1][:20])
+    y = np.arange(40, dtype=np.int32)
+    want = y[::-1][:20].copy()
+    dmlnumba.slice1(y, *w, out=y[10:30])  # the same layouts, now overlapping
+    np.testing.assert_array_equal(y[10:30], want)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        dmlnumba.slice1(x, *w, out=out)
+
+
+def test_repeated_calls_with_lists_read_them_again():
+    """Parameters passed as lists are read on every call (only tuples are kept by
+    identity): a list changed between two calls gives the new window."""
+    x = np.arange(24, dtype=np.int64).reshape(4, 6)
+    offsets, sizes, strides = [0, 0], [4, 6], [1, 1]
+    np.testing.assert_array_equal(dmlnumba.slice1(x, offsets, sizes, strides), x)
+    strides[1] = -2
+    np.testing.assert_array_equal(dmlnumba.slice1(x, offsets, sizes, strides), x[:, ::-2])
+    with pytest.raises(TypeError):
+        dmlnumba.slice1(x, (0, 0), (4, 6), (1, 1.0))
+
+
+@pytest.mark.parametrize("free", [True, False])
+def test_busy_machine_runs_large_calls_on_one_thread(free, monkeypatch):
+    """A call large enough for numba's threads runs on them only where the machine
+    has cores free for them (cpu.target.cores_free); the same result either way."""
+    from dmlnumba import config
+    from dmlnumba.cpu import target as target_cpu
+
+    monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 0)
+    monkeypatch.setattr(config, "CPU_SLICE_CHUNK", 64)
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
+    monkeypatch.setattr(target_cpu, "cores_free", lambda: free)
+    ran = []
+    real = target_cpu.run_parallel
+    monkeypatch.setattr(target_cpu, "run_parallel", lambda *a: (ran.append(1), real(*a))[1])
+    x = np.arange(4000, dtype=np.float32).reshape(40, 100)
+    got = dmlnumba.slice1(x, *dmlnumba.window(x.shape, np.s_[::-1, 1::3]))
+    np.testing.assert_array_equal(got, x[::-1, 1::3])
+    assert bool(ran) == free
+    assert isinstance(target_cpu.cores_free.__call__(), bool)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+@pytest.mark.parametrize("chunk", [5, 100, 1 << 15])
+def test_transposed_inputs_copied_in_tiles(dtype, chunk, monkeypatch):
+    """Transposed inputs (each row's elements on lines of their own, the next rows'
+    on the same lines) are copied several rows at a time: row and column counts
+    that are not multiples of the tile, chunks that end inside a tile."""
+    from dmlnumba import config
+
+    monkeypatch.setattr(config, "CPU_SLICE_CHUNK", chunk)
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
+    monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 0)
+    monkeypatch.setattr(config, "CPU_SLICE_LOAD_CHECK", 0)
+    rng = np.random.default_rng(chunk)
+    isz = np.dtype(dtype).itemsize
+    for shape, idx in [
+        ((70, 45), np.s_[:, ::-1]),
+        ((70, 45), np.s_[3::2, 1:]),
+        ((3, 37, 29), np.s_[::-1, 1:, ::-1]),
+        ((9, 100), np.s_[:, :]),
+    ]:
+        base = rng.integers(0, 256, (*shape[::-1], isz), dtype=np.uint8).view(dtype)
+        x = base.reshape(shape[::-1]).T
+        got = dmlnumba.slice1(x, *dmlnumba.window(shape, idx))
+        np.testing.assert_array_equal(got.view(np.uint8), x[idx].copy().view(np.uint8))

@@ -34,10 +34,11 @@ CPU_NONZERO_BLOCK = 1 << 16
 #: CPU slice1: output elements per parallel chunk.
 CPU_SLICE_CHUNK = 1 << 15
 
-#: CPU slice1 into a new output: windows of at most this many elements are copied by
-#: NumPy's strided view and copy, which costs less than a kernel call's fixed overhead
-#: (see docs/PERFORMANCE.md for the measurement that set it).
-CPU_SLICE_NUMPY_MAX = 1 << 16
+#: CPU slice1: windows of at most this many elements are copied by NumPy's strided
+#: view and copy (``numpy.copyto`` into an ``out=`` array), which costs less than a
+#: kernel call's fixed overhead (see docs/PERFORMANCE.md for the measurement that
+#: set it).
+CPU_SLICE_NUMPY_MAX = 1 << 13
 
 #: Below this many elements, CPU kernels run on one thread.  Below about 2**20 a
 #: call into new outputs gains little from threads (page faults on the new output
@@ -45,6 +46,13 @@ CPU_SLICE_NUMPY_MAX = 1 << 16
 #: worker: with 2**15, one busy process made the p90 of a 4x256x256 nonzero 11x its
 #: idle median; with 2**20, 1.1x (scripts/loaded_latency.py, docs/PERFORMANCE.md).
 CPU_PARALLEL_MIN = 1 << 20
+
+#: CPU slice1: 1 runs a call that would go to numba's threads on the calling one
+#: where the machine's other runnable threads leave numba's no core each (Linux's
+#: count of them); 0 never does.  A parallel region waits for its slowest thread:
+#: with other processes busy on the 2-core VM, parallel calls took 3-8x their
+#: serial time (docs/PERFORMANCE.md).
+CPU_SLICE_LOAD_CHECK = 1
 
 #: Dask nonzero: the most input bytes of one block where the input's chunking must
 #: be rechunked into stripes (blocks that are contiguous in element order).
@@ -111,6 +119,7 @@ _RANGES = {
     "CPU_SLICE_CHUNK": (1, 1 << 40, 1),
     "CPU_PARALLEL_MIN": (0, 1 << 62, 1),
     "CPU_SLICE_NUMPY_MAX": (0, 1 << 40, 1),
+    "CPU_SLICE_LOAD_CHECK": (0, 1, 1),
     "DASK_BLOCK_BYTES": (1, 1 << 50, 1),
     "CUDA_THREADS": (32, 1024, 32),
     "CUDA_NONZERO_ITEMS": (4, 1024, 1),

@@ -5,6 +5,10 @@ arrays out for the kernels and launches them.  It imports numba's CPU kernels
 on first use, so ``import dmlnumba`` stays light.
 """
 
+import os
+import time
+from typing import Any
+
 import numpy as np
 
 from .. import config
@@ -33,12 +37,19 @@ def kernels():
 
 def _copy(src, src_base, dst, dst_base, geom, size):
     """Run the slice kernel over ``size`` output elements: on numba's threads
-    where the copy is large enough to gain from them."""
+    where the copy is large enough to gain from them and the machine has a core
+    free for them."""
     k = kernels()
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
     key = ("slice1", 8 * src.itemsize) + _read_only_key(src)
-    if nchunks > 1 and size >= config.CPU_PARALLEL_MIN and threads_ok():
+    if (
+        nchunks > 1
+        and size >= config.CPU_PARALLEL_MIN
+        and threads_ok()
+        and (not config.CPU_SLICE_LOAD_CHECK or cores_free())
+    ):
+        global _parallel_end
         run_parallel(
             k.slice_copy_parallel,
             k.slice_copy,
@@ -51,8 +62,60 @@ def _copy(src, src_base, dst, dst_base, geom, size):
             chunk,
             nchunks,
         )
-    else:
-        compiling.run(k.slice_copy, key, src, src_base, dst, dst_base, geom, chunk, nchunks)
+        _parallel_end = time.monotonic()
+    else:  # one chunk: a contiguous window is then one memcpy, as NumPy's copy is
+        compiling.run(k.slice_copy, key, src, src_base, dst, dst_base, geom, size, 1)
+
+
+#: ``/proc/loadavg``, kept open (:func:`cores_free`); None until first asked, False
+#: where it cannot be read (not Linux).
+_loadavg: Any = None
+#: ``time.monotonic()`` at the end of this module's last parallel call.
+_parallel_end = -1.0
+#: Seconds after a parallel region in which numba's pool threads may still be
+#: running: GNU OpenMP's threads spin a while at its barrier before they sleep.
+POOL_SPIN_S = 0.02
+#: Seconds that calls stay on one thread after other runnable threads were seen.
+BUSY_HOLD_S = 1.0
+_busy_until = -1.0
+#: The machine's cores (``os.cpu_count()`` takes about 6 us on the 2-core VM).
+_CORES = os.cpu_count() or 1
+
+
+def cores_free():
+    """Whether the machine has a core for each of numba's threads: the runnable
+    threads (Linux's count, ``/proc/loadavg``) other than the caller and, just
+    after a parallel call, numba's pool threads still spinning, leave a core to
+    each of them; and none were seen in the last ``BUSY_HOLD_S`` (the other
+    processes of a busy machine sleep now and then: a count taken at such a moment
+    would send a call to the threads).  A parallel region waits for its slowest
+    thread, and on a busy machine one of them waits for a core: with other
+    processes busy on the 2-core VM, parallel slice1 calls took 3-8x their serial
+    time (docs/PERFORMANCE.md).  True where the count cannot be read.  About 2-3
+    us, asked only before a call large enough for the threads."""
+    global _loadavg, _busy_until
+    now = time.monotonic()
+    if now < _busy_until:
+        return False
+    if _loadavg is None:
+        try:
+            _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
+        except OSError:
+            _loadavg = False
+    if _loadavg is False:
+        return True
+    try:
+        running = int(os.pread(_loadavg, 128, 0).split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return True
+    import numba
+
+    threads = numba.get_num_threads()
+    own = threads if now - _parallel_end < POOL_SPIN_S else 1
+    if running - own <= _CORES - threads:
+        return True
+    _busy_until = now + BUSY_HOLD_S
+    return False
 
 
 def _read_only_key(src):
@@ -249,6 +312,38 @@ def slice1_runner(x, starts, steps, out_shape, lib=None):
         out = np.empty(out_shape, dtype)
         _copy(read(x), base, out.ravel().view(u), 0, geom, size)
         return out
+
+    return run
+
+
+def slice1_out_runner(x, starts, steps, out):
+    """Like :func:`slice1_runner`, for a validated call into the NumPy array ``out``:
+    a function of ``(x, out)`` for arrays laid out like these that copies the
+    window and returns True, or returns False (having written nothing) where the
+    two may share memory (the full path then copies through a buffer)."""
+    size = out.size
+    if size == 0:
+        return lambda x, out: True
+    _, sbase, sstr = flat(x)
+    _, dbase, dstr = flat(out)
+    geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
+    base = sbase + off
+    read = _reader(x)
+    write = _reader(out)
+    may_share = np.may_share_memory
+    idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out.shape))
+    copyto = np.copyto
+
+    def run(x, out):
+        if size <= config.CPU_SLICE_NUMPY_MAX:
+            # As for new outputs (slice1_runner); NumPy's copy reads an overlapping
+            # input before writing.
+            copyto(out, x[idx])
+            return True
+        if may_share(x, out):
+            return False
+        _copy(read(x), base, write(out), dbase, geom, size)
+        return True
 
     return run
 
