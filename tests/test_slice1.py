@@ -376,11 +376,13 @@ def test_repeated_calls_with_lists_read_them_again():
 
 @pytest.mark.parametrize("free", [True, False])
 def test_busy_machine_runs_large_calls_on_one_thread(free, monkeypatch):
-    """A call large enough for numba's threads runs on them only where the machine
-    has cores free for them (cpu.target.cores_free); the same result either way."""
+    """With CPU_SLICE_LOAD_CHECK on (it is off by default), a call large enough for
+    numba's threads runs on them only where the machine has cores free for them
+    (cpu.target.cores_free); the same result either way."""
     from dmlnumba import config
     from dmlnumba.cpu import target as target_cpu
 
+    monkeypatch.setattr(config, "CPU_SLICE_LOAD_CHECK", 1)
     monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 0)
     monkeypatch.setattr(config, "CPU_SLICE_CHUNK", 64)
     monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)

@@ -49,10 +49,13 @@ CPU_PARALLEL_MIN = 1 << 20
 
 #: CPU slice1: 1 runs a call that would go to numba's threads on the calling one
 #: where the machine's other runnable threads leave numba's no core each (Linux's
-#: count of them); 0 never does.  A parallel region waits for its slowest thread:
-#: with other processes busy on the 2-core VM, parallel calls took 3-8x their
-#: serial time (docs/PERFORMANCE.md).
-CPU_SLICE_LOAD_CHECK = 1
+#: count of them); 0 (the default) never does.  A parallel region waits for its
+#: slowest thread: with other processes busy on the 2-core VM, parallel calls took
+#: 3-8x their serial time (docs/PERFORMANCE.md).  Off by default because any one
+#: other runnable thread sends a call to one core: on a 16-core host beside one busy
+#: process that gives up 15 idle cores (the large window runs 2.5x faster on 16
+#: threads than NumPy's copy, 0.84x on one).  For shared machines.
+CPU_SLICE_LOAD_CHECK = 0
 
 #: Dask nonzero: the most input bytes of one block where the input's chunking must
 #: be rechunked into stripes (blocks that are contiguous in element order).
