@@ -249,3 +249,22 @@ def test_nonzero_graph_tasks_a_block():
     c, xy = dask.compute(count, coords, scheduler="sync")
     assert int(c[0]) == np.count_nonzero(a)
     np.testing.assert_array_equal(xy, np.argwhere(a)[:7])
+
+
+def test_nonzero_fuses_with_the_inputs_blockwise_tasks():
+    """Rows in row blocks: dask's optimization fuses the input's blockwise tasks (here a
+    generator) into nonzero's, one task a block for both (plus the block's count)."""
+    from dask.base import collections_to_expr
+
+    def gen(block_info=None):
+        i = block_info[None]["chunk-location"][0]
+        return np.arange(48, dtype=np.float32).reshape(4, 12) % (i + 2)
+
+    x = da.map_blocks(gen, chunks=((4,) * 16, (12,)), dtype=np.float32, meta=np.empty((0, 0)))
+    count, coords = dmlnumba.nonzero_coordinates(x)
+    graph = collections_to_expr([count, coords], optimize_graph=True).optimize().__dask_graph__()
+    assert len(graph) == 2 * 16 + 1
+    c, xy = dask.compute(count, coords, scheduler="threads")
+    a = x.compute(scheduler="sync")
+    assert int(c[0]) == np.count_nonzero(a)
+    np.testing.assert_array_equal(xy, np.argwhere(a))

@@ -354,6 +354,51 @@ def _rows_count(coords):
     return coords.shape[0]
 
 
+def _rows_of_block(block, op, width, dtype, kind, shape, f, block_info=None):
+    """:func:`_nonzero_rows` as a blockwise function (its offsets from ``block_info``)."""
+    offsets = tuple(lo for lo, _ in block_info[0]["array-location"])
+    return _nonzero_block(op, block, width, dtype, offsets, kind, shape, f)[1]
+
+
+def _nonzero_blockwise(x, w, dt, kind, f, op, token):
+    """``(count, coordinates)`` of a 1-d input, or a 2-d one chunked along its first axis
+    only: the rows and the counts as blockwise layers (the rows' blocks the input's, a
+    width axis added to a 1-d input), which dask's optimization fuses with the input's
+    own blockwise tasks (a generator, a device move: one task a block for both), then one
+    total.  (With ``drop_axis``, as other layouts would need, dask fuses nothing.)"""
+    import dask.array as da
+    from dask.array.utils import meta_from_array
+    from dask.highlevelgraph import HighLevelGraph
+
+    nb = x.numblocks[0]
+    coords = da.map_blocks(
+        _rows_of_block,
+        x,
+        op,
+        w,
+        dt,
+        kind,
+        x.shape,
+        f,
+        name=f"dmlnumba-nonzero-rows-{token}",
+        chunks=((np.nan,) * nb, (w,)),
+        new_axis=[1] if x.ndim == 1 else None,
+        meta=meta_from_array(x._meta, 2, dtype=dt),
+    )
+    counts = coords.map_blocks(
+        _rows_count,
+        name=f"dmlnumba-nonzero-counts-{token}",
+        chunks=((1,) * nb, (1,)),
+        meta=np.empty((0, 0), np.int64),
+    )
+    count = f"dmlnumba-nonzero-count-{token}"
+    keys = [(counts.name, i, 0) for i in range(nb)]
+    layer: dict[Key, Any] = {(count, 0): (_total, keys, dt, kind)}
+    graph = HighLevelGraph.from_collections(count, layer, dependencies=[counts])
+    total = da.Array(graph, count, ((1,),), meta=meta_from_array(x._meta, 1, dtype=dt))
+    return total, coords
+
+
 def _count_of(result):
     return result[0]
 
@@ -382,7 +427,9 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     Tasks a block: without ``max_count``, two: the block's rows (the kernel, the
     rows compacted and shifted: the coordinates' chunk) and its count (the rows'
     number, a task of its own so that the total moves integers between workers,
-    never coordinates).  With ``max_count``, three: the block's ``(count, rows)``,
+    never coordinates); for 1-d inputs and 2-d ones in row blocks, both are
+    blockwise layers (see :func:`_nonzero_blockwise`), into which dask fuses the
+    input's blockwise tasks.  With ``max_count``, three: the block's ``(count, rows)``,
     its count, and its first rows within the limit, from one scan task of all
     the counts (dask-image's running offsets, not a chain of additions a block)."""
     import dask.array as da
@@ -399,6 +446,8 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     if not _is_stripes(x.chunks):
         x = x.rechunk(stripes(x.shape, x.dtype.itemsize, config.DASK_BLOCK_BYTES))
     token = tokenize(x, w, dt, limit)
+    if limit is None and (x.ndim == 1 or (x.ndim == 2 and x.numblocks[1] == 1)):
+        return _nonzero_blockwise(x, w, dt, kind, f, op, token)
     blocks = f"dmlnumba-nonzero-blocks-{token}"
     rows = f"dmlnumba-nonzero-rows-{token}"
     count = f"dmlnumba-nonzero-count-{token}"
