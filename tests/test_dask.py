@@ -251,10 +251,16 @@ def test_nonzero_graph_tasks_a_block():
     np.testing.assert_array_equal(xy, np.argwhere(a)[:7])
 
 
-def test_nonzero_fuses_with_the_inputs_blockwise_tasks():
+@pytest.mark.parametrize("blockwise", [1, 0])
+def test_nonzero_fuses_with_the_inputs_blockwise_tasks(monkeypatch, blockwise):
     """Rows in row blocks: dask's optimization fuses the input's blockwise tasks (here a
-    generator) into nonzero's, one task a block for both (plus the block's count)."""
+    generator) into nonzero's, one task a block for both (plus the block's count); with
+    config.DASK_BLOCKWISE = 0, the materialized layer, which it does not fuse."""
     from dask.base import collections_to_expr
+
+    from dmlnumba import config
+
+    monkeypatch.setattr(config, "DASK_BLOCKWISE", blockwise)
 
     def gen(block_info=None):
         i = block_info[None]["chunk-location"][0]
@@ -263,7 +269,7 @@ def test_nonzero_fuses_with_the_inputs_blockwise_tasks():
     x = da.map_blocks(gen, chunks=((4,) * 16, (12,)), dtype=np.float32, meta=np.empty((0, 0)))
     count, coords = dmlnumba.nonzero_coordinates(x)
     graph = collections_to_expr([count, coords], optimize_graph=True).optimize().__dask_graph__()
-    assert len(graph) == 2 * 16 + 1
+    assert len(graph) == (2 if blockwise else 3) * 16 + 1
     c, xy = dask.compute(count, coords, scheduler="threads")
     a = x.compute(scheduler="sync")
     assert int(c[0]) == np.count_nonzero(a)

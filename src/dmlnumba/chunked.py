@@ -445,8 +445,9 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     limit = None if max_count is None else v.max_count(max_count, x.size, dt, f)
     if not _is_stripes(x.chunks):
         x = x.rechunk(stripes(x.shape, x.dtype.itemsize, config.DASK_BLOCK_BYTES))
-    token = tokenize(x, w, dt, limit)
-    if limit is None and (x.ndim == 1 or (x.ndim == 2 and x.numblocks[1] == 1)):
+    token = tokenize(x, w, dt, limit, config.DASK_BLOCKWISE)
+    fusable = x.ndim == 1 or (x.ndim == 2 and x.numblocks[1] == 1)
+    if limit is None and fusable and config.DASK_BLOCKWISE:
         return _nonzero_blockwise(x, w, dt, kind, f, op, token)
     blocks = f"dmlnumba-nonzero-blocks-{token}"
     rows = f"dmlnumba-nonzero-rows-{token}"
