@@ -30,6 +30,12 @@ nonzero_coordinates
 
 Kernels inside tasks run on the task's thread: the scheduler's threads (or
 workers) are the parallelism, and numba's thread pool is not started on top.
+
+Devices
+    Each CuPy chunk is processed on the GPU it is on, under CuPy's guard for that
+    device (the task thread's current device may be another); ``device="cuda:N"``
+    moves every chunk to GPU N first (NumPy chunks uploaded, CuPy chunks on other
+    GPUs copied), ``device="cpu"`` every chunk to the host.
 """
 
 from __future__ import annotations

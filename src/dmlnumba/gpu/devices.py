@@ -57,10 +57,10 @@ def current_device():
     thread has no current context yet)."""
     if SIM:
         return 0
-    current()
-    from .memory import device_id
+    from .memory import _device_ids, device_id
 
-    return device_id(None)
+    dev = _device_ids.get(current())  # one query where the context's device is known
+    return device_id(None) if dev is None else dev
 
 
 def on(dev):
