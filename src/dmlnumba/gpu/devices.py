@@ -66,8 +66,9 @@ def current_device():
 def on(dev):
     """A context manager inside which device ``dev``'s primary context is current
     (numba's ``cuda.gpus[dev]``: pushed on entry, popped on exit); the shared null
-    context where it is current already (a query and a comparison)."""
-    if SIM or current() == context_handle(dev):
+    context where it is current already (a query and a comparison), or where ``dev`` is
+    None (a layout without an array: the current device)."""
+    if SIM or dev is None or current() == context_handle(dev):
         return _NULL
     return cuda.gpus[dev]
 
