@@ -433,11 +433,12 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     Tasks a block: without ``max_count``, two: the block's rows (the kernel, the
     rows compacted and shifted: the coordinates' chunk) and its count (the rows'
     number, a task of its own so that the total moves integers between workers,
-    never coordinates); for 1-d inputs and 2-d ones in row blocks, both are
-    blockwise layers (see :func:`_nonzero_blockwise`), into which dask fuses the
-    input's blockwise tasks.  With ``max_count``, three: the block's ``(count, rows)``,
-    its count, and its first rows within the limit, from one scan task of all
-    the counts (dask-image's running offsets, not a chain of additions a block)."""
+    never coordinates); for 1-d inputs and 2-d ones in row blocks, with
+    ``config.DASK_BLOCKWISE``, both are blockwise layers (see
+    :func:`_nonzero_blockwise`), into which dask fuses the input's blockwise
+    tasks.  With ``max_count``, three: the block's ``(count, rows)``, its count,
+    and its first rows within the limit, from one scan task of all the counts
+    (dask-image's running offsets, not a chain of additions a block)."""
     import dask.array as da
     from dask.array.utils import meta_from_array
     from dask.base import tokenize

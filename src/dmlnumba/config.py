@@ -53,10 +53,12 @@ DASK_BLOCK_BYTES = 1 << 27
 #: Dask nonzero of a 1-d input or of a 2-d one in row blocks, without max_count: 1
 #: builds the rows and counts as blockwise layers, into which dask fuses the input's
 #: blockwise tasks (a generator, a device move): a task a block fewer for the
-#: scheduler, at some graph-optimization cost on the client (about 0.3 ms a block on
-#: the 2-core VM); 0 builds the materialized layer every layout takes
-#: (scripts/dask_two_gpus.py runs both).
-DASK_BLOCKWISE = 1
+#: scheduler, at a graph-optimization cost on the client (about 0.3 ms a block on the
+#: 2-core VM: generate+nonzero of 256 blocks took 1.3x the CPU time on the threaded
+#: scheduler, and was slower on a distributed LocalCluster in two runs of three); 0
+#: builds the materialized layer every layout takes.  Off until the two-GPU run
+#: (scripts/dask_two_gpus.py runs both) says otherwise.
+DASK_BLOCKWISE = 0
 
 #: CUDA: threads per block for both operators.
 CUDA_THREADS = 256
