@@ -228,3 +228,49 @@ def test_device_moves_dask_chunks_between_numpy_and_cupy():
     r = back.compute(scheduler="threads")
     assert isinstance(r, np.ndarray)
     np.testing.assert_array_equal(r, a[::-1, ::2])
+
+
+def _nonzero_tasks(count, coords):
+    g = dict(count.__dask_graph__())
+    g.update(coords.__dask_graph__())
+    return [k for k in g if str(k[0] if isinstance(k, tuple) else k).startswith("dmlnumba-")]
+
+
+def test_nonzero_graph_tasks_a_block():
+    """Two tasks a block (the rows, the count), one for the total; with max_count three
+    (the block, its count, its first rows) and one scan of all the counts, no chain."""
+    a = np.zeros((64, 8), np.float32)
+    a[::3, 1] = 1
+    x = da.from_array(a, chunks=(4, 8))  # 16 stripes
+    count, coords = dmlnumba.nonzero_coordinates(x)
+    assert len(_nonzero_tasks(count, coords)) == 2 * 16 + 1
+    count, coords = dmlnumba.nonzero_coordinates(x, max_count=7)
+    assert len(_nonzero_tasks(count, coords)) == 3 * 16 + 2
+    c, xy = dask.compute(count, coords, scheduler="sync")
+    assert int(c[0]) == np.count_nonzero(a)
+    np.testing.assert_array_equal(xy, np.argwhere(a)[:7])
+
+
+@pytest.mark.parametrize("blockwise", [1, 0])
+def test_nonzero_fuses_with_the_inputs_blockwise_tasks(monkeypatch, blockwise):
+    """Rows in row blocks: dask's optimization fuses the input's blockwise tasks (here a
+    generator) into nonzero's, one task a block for both (plus the block's count); with
+    config.DASK_BLOCKWISE = 0, the materialized layer, which it does not fuse."""
+    from dask.base import collections_to_expr
+
+    from dmlnumba import config
+
+    monkeypatch.setattr(config, "DASK_BLOCKWISE", blockwise)
+
+    def gen(block_info=None):
+        i = block_info[None]["chunk-location"][0]
+        return np.arange(48, dtype=np.float32).reshape(4, 12) % (i + 2)
+
+    x = da.map_blocks(gen, chunks=((4,) * 16, (12,)), dtype=np.float32, meta=np.empty((0, 0)))
+    count, coords = dmlnumba.nonzero_coordinates(x)
+    graph = collections_to_expr([count, coords], optimize_graph=True).optimize().__dask_graph__()
+    assert len(graph) == (2 if blockwise else 3) * 16 + 1
+    c, xy = dask.compute(count, coords, scheduler="threads")
+    a = x.compute(scheduler="sync")
+    assert int(c[0]) == np.count_nonzero(a)
+    np.testing.assert_array_equal(xy, np.argwhere(a))

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config
+from . import config, dispatch
 from . import validation as v
 from .arrays import _ASK, current_cupy_device, library
 from .caches import Bounded
@@ -76,8 +76,12 @@ def _fresh_key(input, lib, device, stream):
         return None
     tp = type(input)
     if tp is np.ndarray:
-        if device is None or device == "cpu" or device == "cuda":
+        if device is None or device == "cpu":
             return (tp, input.dtype, input.shape, input.strides, device, config.GENERATION)
+        if device == "cuda" and dispatch._cuda is not None:
+            # The current device, which "cuda" names for a host input (a runner per device).
+            dev = dispatch._cuda.current_device()
+            return (tp, input.dtype, input.shape, input.strides, device, dev, config.GENERATION)
         return None
     if device is not None:
         return None
@@ -101,8 +105,13 @@ def _fresh_key(input, lib, device, stream):
             return None
         return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
     if lib == "numba":
-        # A runner allocates on the current device, the one numba's arrays live on.
-        return (tp, input.dtype, input.shape, input.strides, config.GENERATION)
+        # The device of the array's numba context (a runner is made only where that is
+        # its memory's, see gpu.target._fast_ok).
+        try:
+            dev = input.gpu_data.context.device.id
+        except AttributeError:  # no numba context to tell: the full path, every time
+            return None
+        return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
     return None
 
 
@@ -195,9 +204,15 @@ def _check_stream(target, stream, func):
     target.check_stream(stream, func)
 
 
-def _check_out(target, out, dtype, shape, name, func):
-    """The target's description of a caller's output array, checked."""
+def _check_out(target, out, dtype, shape, name, func, x):
+    """The target's description of a caller's output array, checked (on a GPU: on
+    the device the call reading ``x`` runs on)."""
     o = target.describe(out, name, func)
+    if target.name == "cuda" and o.device != x.device:
+        raise ValueError(
+            f"{func}(): {name} is on cuda:{o.device}, and the call runs on cuda:{x.device}; "
+            f"pass an output on cuda:{x.device} (or device='cuda:{o.device}')"
+        )
     v.check_out(o, dtype, shape, name, func)
     if not target.is_writeable(o):
         raise ValueError(f"{func}(): {name} is read-only")
@@ -300,7 +315,7 @@ def slice1(
         new = target.empty(out_shape, x.dtype, ks, x, lib, f)
         target.slice1(x, starts, steps, target.describe(new, "out", f), ks, fresh=True)
         return as_library(lib, target, new)
-    o = _check_out(target, out, x.dtype, out_shape, "out", f)
+    o = _check_out(target, out, x.dtype, out_shape, "out", f, x)
     if (
         np_key is not None
         and o is out
@@ -475,13 +490,13 @@ def _nonzero(
             return (lib, target) + run(input) + (None,)
     oc = ox = None
     if out_count is not None:
-        oc = _check_out(target, out_count, dt, None, "out_count", f)
+        oc = _check_out(target, out_count, dt, None, "out_count", f, x)
         if oc.size != 1:
             raise ValueError(
                 f"{f}(): out_count has shape {tuple(oc.shape)}; it must hold exactly one element"
             )
     if out_coordinates is not None:
-        ox = _check_out(target, out_coordinates, dt, None, "out_coordinates", f)
+        ox = _check_out(target, out_coordinates, dt, None, "out_coordinates", f, x)
         v.coordinates_matrix_shape(ox.shape, rows, w, f=f)
     if (
         oc is not None

@@ -30,6 +30,12 @@ nonzero_coordinates
 
 Kernels inside tasks run on the task's thread: the scheduler's threads (or
 workers) are the parallelism, and numba's thread pool is not started on top.
+
+Devices
+    Each CuPy chunk is processed on the GPU it is on, under CuPy's guard for that
+    device (the task thread's current device may be another); ``device="cuda:N"``
+    moves every chunk to GPU N first (NumPy chunks uploaded, CuPy chunks on other
+    GPUs copied), ``device="cpu"`` every chunk to the host.
 """
 
 from __future__ import annotations
@@ -76,14 +82,31 @@ def _to_numpy(block):
     return cupy.asnumpy(block)
 
 
-def _to_cupy(block):
+def _to_cupy(block, dev=None):
+    """A chunk as a CuPy array: on device ``dev`` (copied there where it is on
+    another; None: on the task's current device, or where it is already)."""
     import cupy
 
-    return cupy.asarray(block)
+    if dev is None:
+        return cupy.asarray(block)
+    with cupy.cuda.Device(dev):
+        if isinstance(block, cupy.ndarray):
+            # CuPy copies an array on another device to the current one.
+            return block if block.device.id == dev else block.copy()
+        return cupy.asarray(block)
+
+
+def _on_device_of(block):
+    """CuPy's device guard for a chunk (the device it is on): CuPy's kernels run on
+    the current device, and refuse arrays of another."""
+    import cupy
+
+    return cupy.cuda.Device(block.device.id)
 
 
 def _prepare(x, device, f):
-    """``(x, kind)``: the array with its chunks where ``device`` says, and their kind."""
+    """``(x, kind)``: the array with its chunks where ``device`` says, and their kind
+    (``"cuda:N"``: every chunk on device N, copied there where it is elsewhere)."""
     from dask.array.utils import meta_from_array
 
     config.check_env(f)
@@ -97,7 +120,7 @@ def _prepare(x, device, f):
         return x, kind
     if dev[0] == "cpu" and kind == "cupy":
         return x.map_blocks(_to_numpy, meta=np.empty((0,) * x.ndim, x.dtype)), "numpy"
-    if dev[0] == "cuda" and kind == "numpy":
+    if dev[0] == "cuda" and (kind == "numpy" or dev[1] is not None):
         from .dispatch import _cuda_device
 
         _cuda_device(dev, f)
@@ -109,7 +132,7 @@ def _prepare(x, device, f):
                 f"CuPy is not installed"
             ) from None
         meta = meta_from_array(cupy.empty((0,) * x.ndim, x.dtype))
-        return x.map_blocks(_to_cupy, meta=meta), "cupy"
+        return x.map_blocks(_to_cupy, dev[1], meta=meta), "cupy"
     return x, kind
 
 
@@ -173,16 +196,22 @@ def _axis_plan(chunks, start, step, m, reach=None):
 def _slice_block(op, blocks, pieces, shape, dtype, kind):
     """One output block from the input ``blocks`` it reads, by ``op`` (the in-memory
     ``dmlnumba.slice1``, passed in so that this module does not import the API)."""
+    import contextlib
+
     from .cpu import target as target_cpu
 
     with target_cpu.one_thread():
         if len(pieces) == 1 and tuple(pieces[0][3]) == tuple((0, n) for n in shape):
             offsets, sizes, steps, _ = pieces[0]
-            r = op(blocks[0], offsets, sizes, steps)
-            return r if kind == "numpy" else _to_cupy(r)
-        out = _xp(kind).empty(shape, dtype)
+            return op(blocks[0], offsets, sizes, steps)
+        # On a GPU: the output on the first chunk's device, the pieces of chunks on
+        # other devices copied over (device=).
+        device = None if kind == "numpy" else f"cuda:{blocks[0].device.id}"
+        with contextlib.nullcontext() if kind == "numpy" else _on_device_of(blocks[0]):
+            out = _xp(kind).empty(shape, dtype)
         for block, (offsets, sizes, steps, where) in zip(blocks, pieces):
-            op(block, offsets, sizes, steps, out=out[tuple(slice(a, b) for a, b in where)])
+            view = out[tuple(slice(a, b) for a, b in where)]
+            op(block, offsets, sizes, steps, out=view, device=device)
         return out
 
 
@@ -295,14 +324,17 @@ def _nonzero_block(op, block, width, dtype, offsets, kind, shape, f):
             n, coords = target_cpu.nonzero_run(
                 v.host_array(block, "input", f), shape, offsets, width, dtype
             )
-        first_col = width  # written in the array's terms already: nothing to shift
-    else:
-        import cupy
-
+        # Written in the array's terms already: nothing to shift.
+        return n, _shifted(coords, n, offsets, width, width)
+    with _on_device_of(block):  # the chunk's device, whatever the task thread's current one
         count, coords = op(block, width, dtype=dtype)
-        count, coords = cupy.asarray(count), cupy.asarray(coords)
-        n = int(count[0])
-        first_col = 0
+        n = int(count[0])  # the host waits for the block's kernel: its rows' number
+        return n, _shifted(coords, n, offsets, width, 0)
+
+
+def _shifted(coords, n, offsets, width, first_col):
+    """The first ``n`` rows of a block's coordinates, shifted by the block's position
+    from column ``first_col`` on."""
     rows = coords.shape[0]
     coords = coords[:n]
     if 8 * n < rows:
@@ -315,32 +347,98 @@ def _nonzero_block(op, block, width, dtype, offsets, kind, shape, f):
         off = offsets[first + col]
         if off:
             coords[:, col] += off
-    return n, coords
+    return coords
 
 
-def _rows_of(result):
-    return result[1]
+def _nonzero_rows(*args):
+    """A block's compact coordinates alone (:func:`_nonzero_block`'s rows): the
+    coordinates' chunk, whose length is the block's count."""
+    return _nonzero_block(*args)[1]
+
+
+def _rows_count(coords):
+    return coords.shape[0]
+
+
+def _rows_of_block(block, op, width, dtype, kind, shape, f, block_info=None):
+    """:func:`_nonzero_rows` as a blockwise function (its offsets from ``block_info``)."""
+    offsets = tuple(lo for lo, _ in block_info[0]["array-location"])
+    return _nonzero_block(op, block, width, dtype, offsets, kind, shape, f)[1]
+
+
+def _nonzero_blockwise(x, w, dt, kind, f, op, token):
+    """``(count, coordinates)`` of a 1-d input, or a 2-d one chunked along its first axis
+    only: the rows and the counts as blockwise layers (the rows' blocks the input's, a
+    width axis added to a 1-d input), which dask's optimization fuses with the input's
+    own blockwise tasks (a generator, a device move: one task a block for both), then one
+    total.  (With ``drop_axis``, as other layouts would need, dask fuses nothing.)"""
+    import dask.array as da
+    from dask.array.utils import meta_from_array
+    from dask.highlevelgraph import HighLevelGraph
+
+    nb = x.numblocks[0]
+    coords = da.map_blocks(
+        _rows_of_block,
+        x,
+        op,
+        w,
+        dt,
+        kind,
+        x.shape,
+        f,
+        name=f"dmlnumba-nonzero-rows-{token}",
+        chunks=((np.nan,) * nb, (w,)),
+        new_axis=[1] if x.ndim == 1 else None,
+        meta=meta_from_array(x._meta, 2, dtype=dt),
+    )
+    counts = coords.map_blocks(
+        _rows_count,
+        name=f"dmlnumba-nonzero-counts-{token}",
+        chunks=((1,) * nb, (1,)),
+        meta=np.empty((0, 0), np.int64),
+    )
+    count = f"dmlnumba-nonzero-count-{token}"
+    keys = [(counts.name, i, 0) for i in range(nb)]
+    layer: dict[Key, Any] = {(count, 0): (_total, keys, dt, kind)}
+    graph = HighLevelGraph.from_collections(count, layer, dependencies=[counts])
+    total = da.Array(graph, count, ((1,),), meta=meta_from_array(x._meta, 1, dtype=dt))
+    return total, coords
 
 
 def _count_of(result):
     return result[0]
 
 
-def _add(a, b):
-    return a + b
+def _scan(counts):
+    """The exclusive scan of the block counts, then the total."""
+    return np.cumsum([0] + list(counts)).tolist()
 
 
-def _first_rows(result, before, limit):
+def _first_rows(result, scan, i, limit):
     n, coords = result
-    return coords[: max(0, min(n, limit - before))]
+    return coords[: max(0, min(n, limit - scan[i]))]
 
 
 def _total(counts, dtype, kind):
     return _xp(kind).asarray([sum(counts)], dtype=dtype)
 
 
+def _total_of_scan(scan, dtype, kind):
+    return _xp(kind).asarray([scan[-1]], dtype=dtype)
+
+
 def nonzero(x, width, dtype, max_count, device, f, op):
-    """``(count, coordinates)`` as dask arrays (see the module's docstring)."""
+    """``(count, coordinates)`` as dask arrays (see the module's docstring).
+
+    Tasks a block: without ``max_count``, two: the block's rows (the kernel, the
+    rows compacted and shifted: the coordinates' chunk) and its count (the rows'
+    number, a task of its own so that the total moves integers between workers,
+    never coordinates); for 1-d inputs and 2-d ones in row blocks, with
+    ``config.DASK_BLOCKWISE``, both are blockwise layers (see
+    :func:`_nonzero_blockwise`), into which dask fuses the input's blockwise
+    tasks.  With ``max_count``, three: the block's ``(count, rows)``, its count,
+    and its first rows within the limit, from one scan task of all the counts
+    (dask-image's running offsets, not a chain of additions a block)."""
     import dask.array as da
     from dask.array.utils import meta_from_array
     from dask.base import tokenize
@@ -354,38 +452,34 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     limit = None if max_count is None else v.max_count(max_count, x.size, dt, f)
     if not _is_stripes(x.chunks):
         x = x.rechunk(stripes(x.shape, x.dtype.itemsize, config.DASK_BLOCK_BYTES))
-    token = tokenize(x, w, dt, limit)
+    token = tokenize(x, w, dt, limit, config.DASK_BLOCKWISE)
+    fusable = x.ndim == 1 or (x.ndim == 2 and x.numblocks[1] == 1)
+    if limit is None and fusable and config.DASK_BLOCKWISE:
+        return _nonzero_blockwise(x, w, dt, kind, f, op, token)
     blocks = f"dmlnumba-nonzero-blocks-{token}"
     rows = f"dmlnumba-nonzero-rows-{token}"
     count = f"dmlnumba-nonzero-count-{token}"
     counts = f"dmlnumba-nonzero-counts-{token}"
-    before = f"dmlnumba-nonzero-before-{token}"
+    scan = f"dmlnumba-nonzero-scan-{token}"
     edges = [np.cumsum((0,) + c).tolist() for c in x.chunks]
     layer: dict[Key, Any] = {}
     keys = []
     for i, idx in enumerate(itertools.product(*(range(len(c)) for c in x.chunks))):
         offsets = tuple(edges[d][j] for d, j in enumerate(idx))
-        layer[(blocks, i)] = (
-            _nonzero_block,
-            op,
-            (x.name,) + idx,
-            w,
-            dt,
-            offsets,
-            kind,
-            x.shape,
-            f,
-        )
-        # Each block's count as a task of its own: the total and the scan move integers
-        # between workers, never a block's coordinates.
-        layer[(counts, i)] = (_count_of, (blocks, i))
+        args = (op, (x.name,) + idx, w, dt, offsets, kind, x.shape, f)
         keys.append((counts, i))
         if limit is None:
-            layer[(rows, i, 0)] = (_rows_of, (blocks, i))
-        else:  # the exclusive scan of the block counts, as a chain of additions
-            layer[(before, i)] = 0 if i == 0 else (_add, (before, i - 1), (counts, i - 1))
-            layer[(rows, i, 0)] = (_first_rows, (blocks, i), (before, i), limit)
-    layer[(count, 0)] = (_total, keys, dt, kind)
+            layer[(rows, i, 0)] = (_nonzero_rows, *args)
+            layer[(counts, i)] = (_rows_count, (rows, i, 0))
+        else:
+            layer[(blocks, i)] = (_nonzero_block, *args)
+            layer[(counts, i)] = (_count_of, (blocks, i))
+            layer[(rows, i, 0)] = (_first_rows, (blocks, i), (scan, 0), i, limit)
+    if limit is None:
+        layer[(count, 0)] = (_total, keys, dt, kind)
+    else:
+        layer[(scan, 0)] = (_scan, keys)
+        layer[(count, 0)] = (_total_of_scan, (scan, 0), dt, kind)
     graph = HighLevelGraph.from_collections(rows, layer, dependencies=[x])
     meta = x._meta
     coords = da.Array(

@@ -61,6 +61,16 @@ CPU_SLICE_LOAD_CHECK = 0
 #: be rechunked into stripes (blocks that are contiguous in element order).
 DASK_BLOCK_BYTES = 1 << 27
 
+#: Dask nonzero of a 1-d input or of a 2-d one in row blocks, without max_count: 1
+#: builds the rows and counts as blockwise layers, into which dask fuses the input's
+#: blockwise tasks (a generator, a device move): a task a block fewer for the
+#: scheduler, at a graph-optimization cost on the client (about 0.3 ms a block on the
+#: 2-core VM: generate+nonzero of 256 blocks took 1.3x the CPU time on the threaded
+#: scheduler, and was slower on a distributed LocalCluster in two runs of three); 0
+#: builds the materialized layer every layout takes.  Off until the two-GPU run
+#: (scripts/dask_two_gpus.py runs both) says otherwise.
+DASK_BLOCKWISE = 0
+
 #: CUDA: threads per block for both operators.
 CUDA_THREADS = 256
 
@@ -124,6 +134,7 @@ _RANGES = {
     "CPU_SLICE_NUMPY_MAX": (0, 1 << 40, 1),
     "CPU_SLICE_LOAD_CHECK": (0, 1, 1),
     "DASK_BLOCK_BYTES": (1, 1 << 50, 1),
+    "DASK_BLOCKWISE": (0, 1, 1),
     "CUDA_THREADS": (32, 1024, 32),
     "CUDA_NONZERO_ITEMS": (4, 1024, 1),
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),

@@ -4,12 +4,14 @@
 for CPU tensors that export DLPack, such as PyTorch's), on the GPU for objects
 that export ``__cuda_array_interface__`` (CuPy, PyTorch, Numba device arrays).
 ``"cpu"``, ``"cuda"`` and ``"cuda:N"`` name a target; data that lives elsewhere
-is copied there first.  Target modules are imported on first use, so that
-``import dmlnumba`` imports neither numba's CPU compiler nor ``numba.cuda``.
+is copied there first (``"cuda"``: a CUDA array's own device, the current
+device for host data; ``"cuda:N"``: device N, whatever the thread's current
+device, a CUDA array on another device copied to it).  Target modules are
+imported on first use, so that ``import dmlnumba`` imports neither numba's CPU
+compiler nor ``numba.cuda``.
 """
 
 import importlib.util
-import os
 from typing import Any
 
 import numpy as np
@@ -55,7 +57,7 @@ def cuda_target(func: str = "dmlnumba") -> CudaTarget:
 def _cuda_device(dev: tuple[str, int | None], func: str) -> CudaTarget:
     """The CUDA target for ``("cuda", index)``, with the index checked."""
     t = cuda_target(func)
-    if dev[1] is not None and not os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    if dev[1] is not None:  # the simulator has one device
         n = t.device_count()
         if dev[1] >= n:
             raise DeviceUnavailableError(

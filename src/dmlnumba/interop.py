@@ -97,5 +97,5 @@ def to_jax(target, a):
         return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
     from cuda.core.utils import StridedMemoryView
 
-    target.synchronize(0)
+    target.synchronize(0, target.describe(a, "result", "to_jax").device)
     return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))

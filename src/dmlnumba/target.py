@@ -89,5 +89,8 @@ class CudaTarget(Target, Protocol):
     def to_host(self, obj: Any) -> Any:
         """A CUDA array's bytes as a NumPy array of the same layout."""
 
-    def synchronize(self, stream: Any) -> None:
-        """Wait for the work queued on ``stream``."""
+    def current_device(self) -> int:
+        """The ordinal of the calling thread's current device."""
+
+    def synchronize(self, stream: Any, device: Any = ...) -> None:
+        """Wait for the work queued on ``stream`` (of device ``device``)."""

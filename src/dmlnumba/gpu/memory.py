@@ -70,9 +70,12 @@ def pool(dev):
 
 
 def numba_context(dev):
+    """numba's context object of device ``dev`` (its primary context), whichever
+    device is current."""
     ctx = _contexts.get(dev)
     if ctx is None:
-        ctx = _contexts[dev] = cuda.current_context()
+        with cuda.gpus[dev]:
+            ctx = _contexts[dev] = cuda.current_context()
     return ctx
 
 

@@ -43,7 +43,7 @@ from .warp import warp_sum
 copy_rows = cuda.jit(device=True)(rows_copier(P))
 
 
-def make_nonzero(V, item, narrow=False, staged=0, transposed=0, regs=0):
+def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     """The nonzero kernel for elements of ``16 // V`` bytes, read as numba type
     ``item`` (the unsigned integer type of that width).  ``narrow``: every element
     position is below 2**31, and the write pass divides in 32 bits (the parameter

@@ -43,11 +43,12 @@ class _Plan:
     def _make(self, spec, handle, ctx):
         raise NotImplementedError
 
-    def launcher(self, spec, handle):
-        """The launcher of kernel ``spec`` on stream ``handle`` in the current context:
-        ``cuda.core.launch`` with everything but the addresses bound, kept per
-        (context, stream)."""
-        ctx = current_context()
+    def launcher(self, spec, handle, ctx=0):
+        """The launcher of kernel ``spec`` on stream ``handle`` in the current context
+        (``ctx``: its handle, where the caller has asked): ``cuda.core.launch`` with
+        everything but the addresses bound, kept per (context, stream)."""
+        if not ctx:
+            ctx = current_context()
         if not ctx:  # a new thread (a dask worker's): numba makes the primary context current
             cuda.current_context()
             ctx = current_context()
@@ -126,7 +127,7 @@ class NonzeroPlan(_Plan):
         # Rows of one column (positions in 32 bits) are expanded 32 mask words at a time
         # in shared memory and stored coalesced: the width-1 kernel.
         expand = narrow and width == 1 and threads // 32 * EXPAND_WARP <= EXPAND_WORDS
-        variant = (narrow, width if staged else (1 if expand else 0))
+        variant: tuple = (narrow, width if staged else (1 if expand else 0))
         if tposed:
             variant += (tposed,)
         self.kernel = (8 * x.itemsize, 8 * count.itemsize, variant)
@@ -139,12 +140,13 @@ class NonzeroPlan(_Plan):
         k = launch.kernel("nonzero", src_bits, out_bits, variant)
         return launch.launcher(k, self.ntiles, self.threads, handle, ctx, self.params)
 
-    def launch(self, handle, xp, op, cp, scratch):
+    def launch(self, handle, xp, op, cp, scratch, ctx=0):
         """Launch on stream ``handle`` over the input at ``xp``, the coordinates (or
         the count, where none are written) at ``op`` and the count at ``cp``
         (addresses of the arrays' first elements' memory as described); ``scratch``
-        is the library's ``(alloc, release)`` for the look-back buffer."""
-        go = self.launcher(None, handle)
+        is the library's ``(alloc, release)`` for the look-back buffer; ``ctx``: the
+        current context's handle, where the caller has it."""
+        go = self.launcher(None, handle, ctx)
         vec = 0 if self.first is None or (xp + self.first) & 15 else 1
         keep = None
         if SIM:  # the simulator's atomics need an array
@@ -222,11 +224,12 @@ class SlicePlan(_Plan):
         k = launch.kernel("slice", bits, 0, (pos32, swap))
         return launch.launcher(k, blocks, block, handle, ctx, params)
 
-    def launch(self, handle, xp, op):
-        """Copy from the input at ``xp`` to the output at ``op`` on stream ``handle``."""
+    def launch(self, handle, xp, op, ctx=0):
+        """Copy from the input at ``xp`` to the output at ``op`` on stream ``handle``
+        (``ctx``: the current context's handle, where the caller has it)."""
         sp, dp = xp + self.slo, op + self.dlo
         which = 1 if self.specs[1] is not None and not (sp | dp) & 7 else 0
-        go = self.launcher(which, handle)
+        go = self.launcher(which, handle, ctx)
         if SIM:
             spec = self.specs[which]
             assert spec is not None

@@ -42,7 +42,7 @@ def reverse_items(x, bits):
 LOADS = 8
 
 
-def make_slice(item, narrow=False, swap=0, regs=0):
+def make_slice(item, narrow=False, swap=0, *, regs=0):
     """The slice kernel for elements of numba type ``item`` (an unsigned integer
     type of the element's width): ``(p, src, dst)``, ``p`` a :data:`SLICE_CUDA`
     block passed by value (a tuple of kernel parameters).  ``narrow``: every

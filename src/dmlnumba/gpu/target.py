@@ -16,8 +16,6 @@ the same stream (as CUB initialises its tile status per call).  Calls on
 different streams share nothing but the plans (no lock).
 """
 
-import contextlib
-
 import numpy as np
 from numba import cuda
 
@@ -25,8 +23,10 @@ from ..layout import c_strides
 from ..validation import shares_memory as shares_memory_exact
 from ..validation import uint_of_size
 from . import tile_status as ts
+from .devices import context_handle, current_device, on, peer_copy
 from .memory import (  # noqa: F401  (the target's interface)
     current_context,
+    pool_buffer,
     scratch,
     upload,
     zero,
@@ -45,6 +45,7 @@ from .views import (  # noqa: F401  (the target's interface)
     DeviceView,
     Flat,
     describe,
+    elsewhere,
     flat,
     host_view,
     library_io,
@@ -70,40 +71,61 @@ def is_writeable(v):
 
 
 def as_device_array(x, device, func, name, lib=None):
-    """The input as a :class:`DeviceView`; a NumPy input is staged for upload after
+    """The input as a :class:`DeviceView` on device ``device`` (an ordinal; None: a
+    CUDA array's own device, the current device for a NumPy array).  A NumPy
+    input, or a CUDA array on another device, is staged to be copied there after
     validation (nothing is copied before the checks pass)."""
     if isinstance(x, np.ndarray):
-        return staged(x, device)
-    return view_of(x, device, lib)
-
-
-_NO_CONTEXT = contextlib.nullcontext()  # reusable: one for every call
+        return staged(x, current_device() if device is None else device)
+    v = view_of(x, lib)
+    if device is None or device == v.device or SIM:
+        return v
+    return elsewhere(v, device)
 
 
 def _context(v):
-    return _NO_CONTEXT if v.device is None else cuda.gpus[v.device]
+    """The guard of a call reading ``v``: its device's context current inside."""
+    return on(v.device)
 
 
 def empty(shape, dtype, stream, like, lib=None, func="dmlnumba"):
-    """A new output of library ``lib`` for use on stream handle ``stream`` (see
-    :func:`~dmlnumba.gpu.views.new_array`)."""
+    """A new output of library ``lib`` on ``like``'s device, for use on stream handle
+    ``stream`` (see :func:`~dmlnumba.gpu.views.new_array`)."""
     with _context(like):
         return new_array(lib, shape, dtype, stream, like, func)
 
 
 def _materialize(v, handle, func):
-    """Upload a staged NumPy input: ``(view, buffer)`` (the buffer, or None, to free
-    on the stream after the launch)."""
+    """Copy a staged input to the call's device (a NumPy input uploaded, one on
+    another GPU copied over): ``(view, buffer)`` (the buffer, or None, to free on
+    the stream after the launch).  Runs with the call's device current."""
+    if v.home is not None:
+        return _fetch(v, handle, func)
     if v.host is None:
         return v, None
     refuse_capture(handle, func, "copies a NumPy input to the GPU")
     h = np.ascontiguousarray(v.host)
     if SIM:
         d = cuda.to_device(h if all(st >= 0 for st in h.strides) else h.copy())
-        return view_of(d, v.device), None
+        return view_of(d), None
     buf, ptr = upload(h, handle, v.device)
     strides = tuple(st * h.itemsize for st in c_strides(h.shape))
     return DeviceView(buf, h.shape, strides, h.dtype, ptr, False, v.device), buf
+
+
+def _fetch(v, handle, func):
+    """An input on another GPU (``v.home``) copied to a new buffer on the call's
+    device (the bytes it spans, so its strides stay), ordered after the work on
+    its library's current stream there (see :func:`~dmlnumba.gpu.devices.peer_copy`)."""
+    refuse_capture(handle, func, "copies its input from another GPU")
+    p, span, _, _ = flat(v)
+    n = span * v.itemsize
+    buf = pool_buffer(n, handle, v.device)
+    q = int(buf.handle)
+    src_stream = call_stream(v.lib, None, DeviceView(v.obj, (), (), v.dtype, 0, True, v.home))
+    peer_copy(q, v.device, p, v.home, n, src_stream, handle)
+    view = DeviceView(buf, v.shape, v.strides, v.dtype, q + (v.ptr - p), False, v.device, lib=v.lib)
+    return view, buf
 
 
 def _release(buf, handle):
@@ -118,7 +140,7 @@ def slice1(x, starts, steps, out, stream, fresh=False, func="slice1"):
     with _context(x):
         x, buf = _materialize(x, stream, func)
         if not fresh and _overlaps(x, out):
-            tmp = view_of(new_array(None, out.shape, out.dtype, stream, x, func), x.device)
+            tmp = view_of(new_array(None, out.shape, out.dtype, stream, x, func))
             slice1(x, starts, steps, tmp, stream, func=func)
             slice1(tmp, (0,) * out.ndim, (1,) * out.ndim, out, stream, func=func)
         else:
@@ -192,9 +214,14 @@ def leading_rows(coords, n):
     return DeviceView(c.obj, shape, c.strides, c.dtype, c.ptr, c.readonly, c.device, lib=c.lib)
 
 
-def synchronize(stream):
-    """Wait for the work queued on stream handle ``stream``."""
-    numba_stream(stream).synchronize()
+def synchronize(stream, device=None):
+    """Wait for the work queued on stream handle ``stream`` (of device ``device``:
+    the legacy default stream, 0, is each device's own)."""
+    if device is None:
+        numba_stream(stream).synchronize()
+        return
+    with on(device):
+        numba_stream(stream).synchronize()
 
 
 def read_count(count, stream, func="argwhere"):
@@ -202,11 +229,12 @@ def read_count(count, stream, func="argwhere"):
     stream (refused inside a capture, which cannot read back)."""
     refuse_capture(stream, func, "reads the count back to the host")
     p, _, _, _ = flat(count)
-    s = numba_stream(stream)
-    f = Flat(count.obj, p, 1, uint_of_size(count.itemsize))
-    arr = cuda.as_cuda_array(f) if not SIM else cuda.to_device(host_view(f))
-    h = arr.copy_to_host(stream=s)
-    s.synchronize()
+    with on(count.device):
+        s = numba_stream(stream)
+        f = Flat(count.obj, p, 1, uint_of_size(count.itemsize))
+        arr = cuda.as_cuda_array(f) if not SIM else cuda.to_device(host_view(f))
+        h = arr.copy_to_host(stream=s)
+        s.synchronize()
     return int(h[0])
 
 
@@ -220,7 +248,12 @@ def _new_view(shape, dtype):
 
 
 def _fast_ok(x, lib):
-    return not SIM and x.device is None and x.size
+    """Whether calls like this one may take a runner: not a copy from another GPU,
+    and for numba arrays, memory on the device of the array's context (the
+    device its runner is kept under)."""
+    if SIM or x.home is not None or not x.size:
+        return False
+    return lib != "numba" or x.obj.gpu_data.context.device.id == x.device
 
 
 def _bare(x):
@@ -234,33 +267,44 @@ def _source(x, ptr_of, func):
     uploaded, C-contiguous, per call (refused inside a capture)."""
     if x.host is None:
         return x, lambda obj, handle: (ptr_of(obj), None)
+    dev = x.device
 
     def read(obj, handle):
         refuse_capture(handle, func, "copies a NumPy input to the GPU")
-        buf, ptr = upload(np.ascontiguousarray(obj), handle)
+        buf, ptr = upload(np.ascontiguousarray(obj), handle, dev)
         return ptr, buf
 
     return _new_view(x.shape, x.dtype), read
 
 
 def nonzero_runner(x, width, dtype, rows, lib):
-    """A repeated default nonzero call on inputs of ``x``'s library and layout: new
-    outputs from the library's allocator, one plan bound to the library's current
-    stream.  None where the call has no kernel to run (empty input, no rows or
-    columns)."""
+    """A repeated default nonzero call on inputs of ``x``'s library, layout and
+    device: new outputs from the library's allocator, one plan bound to the
+    library's current stream, with the device's context current (made so, for the
+    call, where the calling thread's is another's).  None where the call has no
+    kernel to run (empty input, no rows or columns)."""
     if not (_fast_ok(x, lib) and width and rows):
         return None
-    ptr_of, handle, alloc, scr = library_io(lib, x)
-    new_count, new_coords = alloc((1,), dtype), alloc((rows, width), dtype)
+    dev = x.device
+    with on(dev):  # a first call from another device's thread: the plan, allocators there
+        ptr_of, handle, alloc, scr = library_io(lib, x)
+        new_count, new_coords = alloc((1,), dtype), alloc((rows, width), dtype)
     count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
     x, read = _source(x, ptr_of, "nonzero_coordinates")
     go = nonzero_plan(_bare(x), width, count, coords, rows).launch
+    want = context_handle(dev)
 
-    def run(obj):
+    def run(obj, entered=False):
+        # The query the launch made anyway, made here: the guard adds a comparison (a
+        # thread with no current context, 0, takes the guarded path too).
+        ctx = current_context()
+        if ctx != want and not entered:
+            with on(dev):
+                return run(obj, True)
         h = handle()
         xp, buf = read(obj, h)
         c, xs = new_count(), new_coords()
-        go(h, xp, ptr_of(xs), ptr_of(c), scr)
+        go(h, xp, ptr_of(xs), ptr_of(c), scr, ctx)
         if buf is not None:
             _release(buf, h)
         return c, xs
@@ -272,16 +316,23 @@ def slice1_runner(x, starts, steps, out_shape, lib):
     """A repeated default slice1 call (see :func:`nonzero_runner`)."""
     if not _fast_ok(x, lib) or not all(out_shape):
         return None
-    ptr_of, handle, alloc, _ = library_io(lib, x)
-    new_out = alloc(tuple(out_shape), x.dtype)
+    dev = x.device
+    with on(dev):
+        ptr_of, handle, alloc, _ = library_io(lib, x)
+        new_out = alloc(tuple(out_shape), x.dtype)
     x, read = _source(x, ptr_of, "slice1")
     go = slice_plan(_bare(x), starts, steps, _new_view(tuple(out_shape), x.dtype)).launch
+    want = context_handle(dev)
 
-    def run(obj):
+    def run(obj, entered=False):
+        ctx = current_context()
+        if ctx != want and not entered:
+            with on(dev):
+                return run(obj, True)
         h = handle()
         xp, buf = read(obj, h)
         o = new_out()
-        go(h, xp, ptr_of(o))
+        go(h, xp, ptr_of(o), ctx)
         if buf is not None:
             _release(buf, h)
         return o

@@ -30,7 +30,8 @@ from numba import cuda
 from ..arrays import is_cuda_array, library
 from ..layout import c_strides, extent
 from ..validation import uint_of_size
-from .memory import device_id, numba_context, pool, pool_buffer, scratch
+from .devices import device_of, on
+from .memory import numba_context, pool, pool_buffer, scratch
 from .streams import (
     core_stream,
     cupy_device,
@@ -62,11 +63,14 @@ class DeviceView:
         "itemsize",
         "device",
         "host",
+        "home",
         "lib",
         "_span",
     )
 
-    def __init__(self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None, lib=None):
+    def __init__(
+        self, obj, shape, strides, dtype, ptr, readonly, device=None, host=None, lib=None, home=None
+    ):
         self.obj = obj
         self.lib = lib  # the array's library, as the API's door found it (None: numba, NumPy)
         self.shape = shape
@@ -80,8 +84,11 @@ class DeviceView:
         for s in shape:
             n *= s
         self.size = n
+        # The device the call runs on (an ordinal; None only for a layout without an
+        # array); ``home``: where the data is, when it must be copied there first.
         self.device = device
         self.host = host
+        self.home = home
         self._span = None
 
     def span(self):
@@ -149,11 +156,19 @@ def _read_torch(t):
 _readers: dict[str | None, Callable[[Any], tuple]] = {"torch": _read_torch, "cupy": _read_cupy}
 
 
-def view_of(obj, device=None, lib=None):
+def view_of(obj, lib=None):
     """A :class:`DeviceView` of a CUDA array of library ``lib`` (:func:`~dmlnumba.arrays.library`'s
-    answer, which the caller has)."""
+    answer, which the caller has), on the device its memory is on."""
     ptr, shape, strides, dtype, readonly = _readers.get(lib, _read_cai)(obj)
-    return DeviceView(obj, shape, strides, dtype, ptr, readonly, device, lib=lib)
+    return DeviceView(obj, shape, strides, dtype, ptr, readonly, device_of(obj, lib, ptr), lib=lib)
+
+
+def elsewhere(v, device):
+    """``v``, an input on another device than ``device``, staged to be copied there
+    after validation (as a NumPy input is staged for upload)."""
+    return DeviceView(
+        v.obj, v.shape, v.strides, v.dtype, v.ptr, v.readonly, device, lib=v.lib, home=v.device
+    )
 
 
 def describe(a, name, func):
@@ -228,19 +243,19 @@ def to_host(obj):
     if v.size == 0:
         return np.empty(v.shape, v.dtype)
     p, span, base, _ = flat(v)
-    buf = numba_array(Flat(obj, p, span, uint_of_size(v.itemsize))).copy_to_host().view(v.dtype)
+    with on(v.device):
+        f = Flat(obj, p, span, uint_of_size(v.itemsize))
+        buf = numba_array(f).copy_to_host().view(v.dtype)
     return np.lib.stride_tricks.as_strided(buf[base:], v.shape, v.strides)
 
 
-def numba_over(buf, shape, dtype, device=None):
+def numba_over(buf, shape, dtype, device):
     """A C-contiguous numba device array over the cuda.core buffer ``buf`` (which it
     keeps alive): numba's array built directly (``_internals.numba_device_array``),
     not through ``cuda.from_cuda_array_interface``, whose checks cost 10 us."""
     from .._internals import numba_device_array
 
-    return numba_device_array(
-        numba_context(device_id(device)), int(buf.handle), tuple(shape), dtype, buf
-    )
+    return numba_device_array(numba_context(device), int(buf.handle), tuple(shape), dtype, buf)
 
 
 def _pool_array(shape, dtype, handle, device, func="dmlnumba"):
@@ -280,18 +295,19 @@ def new_array(lib, shape, dtype, handle, like, func="dmlnumba"):
 
 def library_io(lib, v):
     """For repeated default calls of library ``lib`` (PyTorch, CuPy or numba) on
-    inputs on ``v``'s device: ``(address of an input, the current stream's
-    handle, allocator, scratch)``; ``allocator(shape, dtype)`` gives a function of
-    no arguments that makes a new C-contiguous array of that shape and dtype, and
-    ``scratch`` is :func:`scratch`'s ``(alloc, release)`` for the library.  The
-    fast counterpart of :func:`call_stream` and :func:`new_array` with
-    ``stream=None``: bound built-ins (a method, ``functools.partial``,
-    ``operator.attrgetter``) where the library has them, so a call runs few
-    Python frames of its own.  CuPy calls reach it only where the current device
-    is the input's (see ``dmlnumba.api._fresh_key``)."""
+    inputs on ``v``'s device (current when the functions are called): ``(address
+    of an input, the current stream's handle, allocator, scratch)``;
+    ``allocator(shape, dtype)`` gives a function of no arguments that makes a new
+    C-contiguous array of that shape and dtype, and ``scratch`` is
+    :func:`scratch`'s ``(alloc, release)`` for the library.  The fast counterpart
+    of :func:`call_stream` and :func:`new_array` with ``stream=None``: bound
+    built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
+    library has them, so a call runs few Python frames of its own.  CuPy calls
+    reach it only where the current device is the input's (see
+    ``dmlnumba.api._fresh_key``)."""
+    dev = v.device
     if lib == "torch":
         torch = torch_module()
-        dev = torch_device(v)
         empty, dtypes = torch.empty, torch_of
 
         def allocator(shape, dt):
@@ -315,7 +331,7 @@ def library_io(lib, v):
             (lambda: get().ptr),
             # The ndarray constructor, which cupy.empty calls from a Python frame.
             (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
-            scratch("cupy", v.device),
+            scratch("cupy", dev),
         )
 
     def numba_alloc(shape, dt):
@@ -323,7 +339,6 @@ def library_io(lib, v):
         # made by copying one made once (numba_array_maker).
         from .._internals import numba_array_maker
 
-        dev = device_id(None)
         n = dt.itemsize
         for d in shape:
             n *= d
@@ -342,5 +357,5 @@ def library_io(lib, v):
         numba_pointer,
         (lambda: 0),
         numba_alloc,
-        scratch(None, v.device),
+        scratch(None, dev),
     )
