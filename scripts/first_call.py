@@ -10,8 +10,9 @@ seconds;
 ``numba:compile`` events, each kernel's own: nested compiles excluded).
 
 A case is ``OP:DTYPE:SIZE[:ro]``: OP nonzero, slice1 (a reversed window into a new
-output) or argwhere; SIZE small (1000 elements) or large (2**22); ro: a read-only
-input (a broadcast).
+output) or argwhere; SIZE small (1000 elements) or large (2**22), 1-d, or small3d or
+large3d: shaped (10, 10, -1); ro: a read-only input (a broadcast, one dimension
+more).
 """
 
 import argparse
@@ -26,7 +27,7 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 op, dtype, size, ro = sys.argv[1:5]
-n = 1000 if size == "small" else 1 << 22
+n = 1000 if size.startswith("small") else 1 << 22
 t0 = time.perf_counter()
 import dmlnumba
 from numba.core import event
@@ -41,8 +42,10 @@ class Rec(event.Listener):  # numba's RecordingListener, with CPU time
 rec = Rec()
 event.register("numba:compile", rec)
 x = (np.arange(n) % 3).astype(dtype)
+if size.endswith("3d"):
+    x = x.reshape(10, 10, -1)
 if ro == "ro":
-    x = np.broadcast_to(x, (1, n))
+    x = np.broadcast_to(x, (1,) + x.shape)
 t1 = time.perf_counter()
 c1 = time.process_time()
 if op == "nonzero":
@@ -50,7 +53,7 @@ if op == "nonzero":
 elif op == "argwhere":
     dmlnumba.argwhere(x)
 else:
-    idx = (slice(None, None, -1),) if x.ndim == 1 else (slice(None), slice(None, None, -1))
+    idx = (slice(None),) * (x.ndim - 1) + (slice(None, None, -1),)
     dmlnumba.slice1(x, *dmlnumba.window(x.shape, idx))
 t2 = time.perf_counter()
 c2 = time.process_time()
@@ -73,7 +76,7 @@ CASES = [
     f"{op}:{t}:{s}{ro}"
     for op in ("nonzero", "slice1")
     for t in ("float32", "int16", "float64", "uint8")
-    for s in ("small", "large")
+    for s in ("small", "small3d", "large")
     for ro in ("", ":ro")
 ]
 

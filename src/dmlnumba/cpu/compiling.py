@@ -139,3 +139,38 @@ def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
         timer.cancel()
     _warm.add(key)
     return result
+
+
+def compile_group(op, t, c):
+    """The calls that compile one group of CPU kernels (``python -m dmlnumba compile``
+    runs each group in a process of its own): ``op`` on ``t`` inputs (and
+    ``c`` coordinates), one thread and all threads, and each of nonzero's serial
+    drivers (the positions pass, the single-block write, the blocks).  Returns the
+    CPU seconds taken."""
+    import time
+
+    import numpy as np
+
+    import dmlnumba
+
+    from .. import config
+    from .target import ARGWHERE_BUFFER_MAX
+
+    log.setLevel(logging.ERROR)  # the command's bar says what is compiling
+    t0 = time.process_time()
+    big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
+    for n in (4, big):
+        x = np.ones(n, t)
+        if op == "slice1":
+            # Into out=: the kernel, also for windows that a new output would copy
+            # with NumPy.
+            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
+            continue
+        dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
+        dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
+        dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
+        if c == "uint64":
+            # argwhere past its worst-case buffer: passes of their own (serial below
+            # CPU_PARALLEL_MIN elements, parallel from it).
+            dmlnumba.argwhere(np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t))
+    return time.process_time() - t0
