@@ -97,26 +97,7 @@ def _single_driver(src, p, out, count):
     least ``n``): no counting pass and no scan; the write, bounded by the worst
     case (every element), ends on the count.  ``p`` as for :func:`_nonzero_driver`'s
     drivers."""
-    mask = src.dtype.type(p[P.mask])
-    n = p[P.n]
-    ndim = p[P.ndim]
-    w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
-    count[p[P.count_pos]] = _write_block(
-        src,
-        p[P.src_base],
-        mask,
-        p[P.shape : P.shape + ndim],
-        p[P.strides : P.strides + ndim],
-        p[P.first],
-        n,
-        p[P.block],
-        np.int64(0),
-        out,
-        w,
-        np.int64(0),
-        n,
-        p[P.contiguous] != 0,
-    )
+    count[p[P.count_pos]] = _write_block(src, p, np.int64(0), out, np.int64(0), p[P.n])
 
 
 nonzero_positions = jit(nogil=True)(_positions_driver)
@@ -144,43 +125,15 @@ def _nonzero_driver(parallel):
         the count nor the scan: :func:`nonzero_single` and
         :func:`nonzero_positions` take those calls, chosen by the caller.)
         """
-        mask = src.dtype.type(p[P.mask])  # the bits that make an element non-zero
-        src_base = p[P.src_base]
-        first = p[P.first]
-        n = p[P.n]
-        block = p[P.block]
         nblocks = p[P.nblocks]
-        contiguous = p[P.contiguous] != 0
         limit = p[P.limit]
-        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
-        ndim = p[P.ndim]
-        shape = p[P.shape : P.shape + ndim]
-        strides = p[P.strides : P.strides + ndim]
         rows = np.empty(nblocks + 1, np.int64)
         rows[0] = 0
         for b in loop(nblocks):
-            rows[b + 1] = _count_block(
-                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
-            )
+            rows[b + 1] = _count_block(src, p, np.int64(b))
         _scan(rows, nblocks)
         for b in loop(nblocks):
-            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
-            _write_block(
-                src,
-                src_base,
-                mask,
-                shape,
-                strides,
-                first,
-                n,
-                block,
-                np.int64(b),
-                out,
-                w,
-                lo,
-                hi,
-                contiguous,
-            )
+            _write_block(src, p, np.int64(b), out, min(rows[b], limit), min(rows[b + 1], limit))
         count[p[P.count_pos]] = rows[nblocks]
 
     return jit(parallel=parallel, nogil=True)(nonzero)
@@ -200,56 +153,18 @@ def _passes_driver(parallel):
     def count_blocks(src, p, rows):
         """Pass 1 of ``nonzero``: ``rows[b]`` becomes block ``b``'s first output row
         and ``rows[nblocks]`` the count (``rows`` has ``nblocks + 1`` entries)."""
-        mask = src.dtype.type(p[P.mask])
-        src_base = p[P.src_base]
-        first = p[P.first]
-        n = p[P.n]
-        block = p[P.block]
         nblocks = p[P.nblocks]
-        contiguous = p[P.contiguous] != 0
-        ndim = p[P.ndim]
-        shape = p[P.shape : P.shape + ndim]
-        strides = p[P.strides : P.strides + ndim]
         rows[0] = 0
         for b in loop(nblocks):
-            rows[b + 1] = _count_block(
-                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
-            )
+            rows[b + 1] = _count_block(src, p, np.int64(b))
         _scan(rows, nblocks)
 
     def write_blocks(src, p, out, rows):
         """Pass 2 of ``nonzero``: each block's coordinates into its rows, from
         ``rows`` (:func:`count_blocks`'), those below the limit in ``p``."""
-        mask = src.dtype.type(p[P.mask])
-        src_base = p[P.src_base]
-        first = p[P.first]
-        n = p[P.n]
-        block = p[P.block]
-        nblocks = p[P.nblocks]
-        contiguous = p[P.contiguous] != 0
         limit = p[P.limit]
-        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
-        ndim = p[P.ndim]
-        shape = p[P.shape : P.shape + ndim]
-        strides = p[P.strides : P.strides + ndim]
-        for b in loop(nblocks):
-            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
-            _write_block(
-                src,
-                src_base,
-                mask,
-                shape,
-                strides,
-                first,
-                n,
-                block,
-                np.int64(b),
-                out,
-                w,
-                lo,
-                hi,
-                contiguous,
-            )
+        for b in loop(p[P.nblocks]):
+            _write_block(src, p, np.int64(b), out, min(rows[b], limit), min(rows[b + 1], limit))
 
     return jit(parallel=parallel, nogil=True)(count_blocks), jit(parallel=parallel, nogil=True)(
         write_blocks

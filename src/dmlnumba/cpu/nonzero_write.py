@@ -3,6 +3,7 @@ positions (sparse runs) or from the elements directly (dense runs)."""
 
 import numpy as np
 
+from ..params import NONZERO_CPU as P
 from .compiling import jit
 from .indexmath import (
     _inline,
@@ -251,36 +252,47 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
 
 
 @jit
-def _count_block(src, sb, mask, shape, strides, first, n, block, b, contiguous):
-    """Non-zero elements of block ``b``: elements ``first + [b*block, (b+1)*block)``
-    (clipped to ``first + n``) of the row-major order of ``shape``."""
-    lo, hi = block_bounds(b, block, n)
+def _count_block(src, p, b):
+    """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
+    :data:`~dmlnumba.params.NONZERO_CPU` block): elements ``first + [b*block,
+    (b+1)*block)`` (clipped to ``first + n``) of the row-major order of its shape.
+    Everything but the input comes from ``p``, so that a driver's parallel loop
+    passes three variables to its body (which numba compiles as a function of its
+    own, and the fewer the variables, the less there is to compile)."""
+    mask = src.dtype.type(p[P.mask])
+    sb = p[P.src_base]
+    first = p[P.first]
+    lo, hi = block_bounds(b, p[P.block], p[P.n])
     lo += first
     hi += first
-    if contiguous:
+    if p[P.contiguous] != 0:
         return _count_row(src, sb + lo, 1, hi - lo, mask)
-    return _count_range(src, sb, mask, shape, strides, shape.shape[0], lo, hi)
+    ndim = p[P.ndim]
+    shape = p[P.shape : P.shape + ndim]
+    strides = p[P.strides : P.strides + ndim]
+    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
 
 
 @jit
-def _write_block(
-    src, sb, mask, shape, strides, first, n, block, b, out, w, row, row_end, contiguous
-):
-    """Write block ``b``'s coordinates into rows ``[row, row_end)`` (see
-    :func:`_write_range`); return the row after the last one written."""
-    lo, hi = block_bounds(b, block, n)
+def _write_block(src, p, b, out, row, row_end):
+    """Write block ``b``'s coordinates (see :func:`_count_block`) into rows ``[row,
+    row_end)`` (see :func:`_write_range`); return the row after the last one
+    written."""
+    first = p[P.first]
+    lo, hi = block_bounds(b, p[P.block], p[P.n])
+    ndim = p[P.ndim]
     return _write_range(
         src,
-        sb,
-        mask,
-        shape,
-        strides,
-        shape.shape[0],
+        p[P.src_base],
+        src.dtype.type(p[P.mask]),
+        p[P.shape : P.shape + ndim],
+        p[P.strides : P.strides + ndim],
+        ndim,
         lo + first,
         hi + first,
         out,
-        w,
+        (p[P.out_base], p[P.rs], p[P.cs], p[P.width]),
         row,
         row_end,
-        contiguous,
+        p[P.contiguous] != 0,
     )
