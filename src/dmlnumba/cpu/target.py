@@ -354,7 +354,8 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
         }
     )
     serial = not _parallel(p)
-    kernel = key = None
+    kernel = None
+    key: tuple = ()
 
     def run(x):
         nonlocal kernel, key
@@ -368,9 +369,8 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
             if serial:  # compiled (or loaded) by the call just made
                 name = "nonzero" if driver == "blocks" else "nonzero_" + driver
                 kernel = getattr(kernels(), name)
-                key = ("nonzero", 8 * src.itemsize, 8 * crd.itemsize)
-                if driver != "blocks":
-                    key += (driver,)
+                bits = ("nonzero", 8 * src.itemsize, 8 * crd.itemsize)
+                key = bits if driver == "blocks" else bits + (driver,)
         if view:
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd
