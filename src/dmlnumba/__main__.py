@@ -3,13 +3,13 @@ then a short timing.
 ``python -m dmlnumba compile [--device DEV]``: compile every kernel ahead of time."""
 
 import argparse
+import os
 import sys
 import time
 
 import numpy as np
 
 import dmlnumba
-from dmlnumba.cpu.target import ARGWHERE_BUFFER_MAX
 
 
 def _host(a):
@@ -33,6 +33,15 @@ _CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")
     for c in ("uint32", "uint64")
 ]
 
+#: CPU seconds a group of :data:`_CASES` (by operator and coordinate dtype) takes to
+#: compile cold, one process on the 2-core development VM (numba 0.68, 2026-11-26):
+#: the estimate printed before a compile starts.
+_GROUP_SECONDS = {("slice1", None): 4.1, ("nonzero", "uint32"): 9.0, ("nonzero", "uint64"): 13.0}
+
+
+def _group_seconds(case):
+    return _GROUP_SECONDS[case[0], case[2]]
+
 
 def _bar(done, total, label, stream):
     width = 30
@@ -45,20 +54,16 @@ def _bar(done, total, label, stream):
     stream.flush()
 
 
-def _read_only(x):
-    v = x.view()
-    v.flags.writeable = False
-    return v
-
-
-def compile_all(device=None, stream=sys.stderr):
+def compile_all(device=None, stream=sys.stderr, workers=None):
     """Compile (or load from numba's cache) every kernel a call on ``device`` can use:
     each bit width of both operators, for small inputs (one thread) and large ones
-    (all threads), writeable and (CPU) read-only inputs, and nonzero's coordinates
-    of each dtype in rows of one column (CUDA: the width-1 kernel) and of two
-    (CUDA: the unstaged kernel; 32-bit rows take the staged write pass, a kernel
-    for each of 2 to 8 columns), and (CPU) argwhere's count and write passes.  Returns
-    the seconds taken."""
+    (all threads), and nonzero's coordinates of each dtype in rows of one column
+    (CUDA: the width-1 kernel) and of two (CUDA: the unstaged kernel; 32-bit rows
+    take the staged write pass, a kernel for each of 2 to 8 columns), and (CPU)
+    argwhere's count and write passes.  On the CPU each group of :data:`_CASES`
+    compiles in a process of its own, ``workers`` (default: every core) at a time;
+    a line says how long that should take before it starts.  Returns the seconds
+    taken."""
     import logging
 
     from . import config
@@ -67,40 +72,75 @@ def compile_all(device=None, stream=sys.stderr):
     level = log.level
     log.setLevel(logging.ERROR)  # the bar says what is compiling
     try:
+        if device in (None, "cpu"):
+            return _compile_cpu(stream, workers or os.cpu_count() or 1)
         return _compile_steps(device, stream, config)
     finally:
         log.setLevel(level)
 
 
+def _estimate(workers):
+    """Seconds a cold compile of every CPU group should take on ``workers`` processes
+    (longest groups first, each to the worker free first)."""
+    free = [0.0] * workers
+    for case in sorted(_CASES, key=_group_seconds, reverse=True):
+        i = free.index(min(free))
+        free[i] += _group_seconds(case)
+    return max(free) + 2.0  # and each process's start (numba's import)
+
+
+def _compile_cpu(stream, workers):
+    import concurrent.futures
+    import multiprocessing
+
+    from .cpu import compiling
+
+    workers = max(1, min(workers, len(_CASES)))
+    stream.write(
+        f"compiling {len(_CASES)} CPU kernel groups in {workers} processes: about "
+        f"{_estimate(workers):.0f} s where numba's cache is empty (2-core VM figures; "
+        f"seconds where it holds them)\n"
+    )
+    stream.flush()
+    t0 = time.perf_counter()
+    order = sorted(_CASES, key=_group_seconds, reverse=True)
+    # "spawn": a forked child of a process whose numba thread pool has started may not
+    # run parallel kernels (see dmlnumba.cpu.threads).
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        # The groups' function from a module a spawned process imports by name (not
+        # __main__, which is this command's).
+        futures = {pool.submit(compiling.compile_group, *case): case for case in order}
+        for i, f in enumerate(concurrent.futures.as_completed(futures)):
+            cpu = f.result()
+            op, t, c = futures[f]
+            label = f"{op} {t}{' -> ' + c if c else ''} ({cpu:.1f} s of CPU)"
+            _bar(i + 1, len(order), label, stream)
+    took = time.perf_counter() - t0
+    if stream.isatty():
+        stream.write("\n")
+    stream.write(f"compiled in {took:.1f} s\n")
+    stream.flush()
+    return took
+
+
 def _compile_steps(device, stream, config):
+    """CUDA: every kernel, one after another, in this process."""
     big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
     steps = [(op, t, c, n) for op, t, c in _CASES for n in (2, big)]
     t0 = time.perf_counter()
     for i, (op, t, c, n) in enumerate(steps):
         _bar(i, len(steps), f"{op} {t}{' -> ' + c if c else ''}, {n} elements", stream)
         x = np.ones(n, t)
-        cpu = device in (None, "cpu")
-        # On the CPU a read-only input (a broadcast) takes kernels of its own.
-        for a in [x, _read_only(x)] if cpu else [x]:
-            if op == "slice1":
-                # Into out= on the CPU: the kernel, also for windows that a new
-                # output would copy with NumPy.
-                out = np.empty(n, t) if cpu else None
-                dmlnumba.slice1(a, (0,), (n,), (-1,), out=out, device=device)
-                continue
-            dmlnumba.nonzero_coordinates(a, dtype=c, device=device)
-            if cpu and c == "uint64":
-                # argwhere past its worst-case buffer: passes of their own (serial below
-                # CPU_PARALLEL_MIN elements, parallel from it).
-                m = max(n, ARGWHERE_BUFFER_MAX + 1)
-                b = np.ones(m, t)
-                dmlnumba.argwhere(b if a.flags.writeable else _read_only(b))
-            # Rows of several columns: on CUDA, 32-bit ones take a staged kernel a
-            # width, wider ones the unstaged kernel.
-            cuda_rows = c == "uint32" and str(device).startswith("cuda")
-            for w in range(2, 9) if cuda_rows else (2,):
-                y = a.reshape((1,) * (w - 2) + (-1, 2))
-                dmlnumba.nonzero_coordinates(y, dtype=c, device=device)
+        if op == "slice1":
+            dmlnumba.slice1(x, (0,), (n,), (-1,), device=device)
+            continue
+        dmlnumba.nonzero_coordinates(x, dtype=c, device=device)
+        # Rows of several columns: 32-bit ones take a staged kernel a width, wider
+        # ones the unstaged kernel.
+        for w in range(2, 9) if c == "uint32" else (2,):
+            y = x.reshape((1,) * (w - 2) + (-1, 2))
+            dmlnumba.nonzero_coordinates(y, dtype=c, device=device)
     took = time.perf_counter() - t0
     _bar(len(steps), len(steps), f"done in {took:.1f} s", stream)
     if stream.isatty():

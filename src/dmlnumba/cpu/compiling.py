@@ -42,7 +42,7 @@ _warned_no_cache = False
 
 #: Seconds a first call may take before the compile notice is logged (a first call
 #: that loads from a warm cache takes up to about 1.2 s on a 2-core machine; a
-#: compile, 2 to 5 s).
+#: compile: :data:`EXPECTED_SECONDS`).
 NOTICE_AFTER = 1.5
 
 
@@ -106,6 +106,19 @@ def _warn_no_cache() -> None:
         _warned_no_cache = True
 
 
+#: Seconds a first call that compiles takes, cold, on the 2-core development VM
+#: (``python scripts/first_call.py``, 2026-11-26, the machine shared): slice1's; and
+#: nonzero's (and argwhere's) by driver (docs/PERFORMANCE.md).
+EXPECTED_SECONDS = {"slice1": 4, "positions": 1, "parallel": 10, "serial": 5}
+
+
+def expected_seconds(key: tuple) -> int:
+    """The seconds the compile notice says a first call of ``key`` takes."""
+    if key[0] == "slice1":
+        return EXPECTED_SECONDS["slice1"]
+    return EXPECTED_SECONDS.get(key[-1], EXPECTED_SECONDS["serial"])
+
+
 def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
     _warn_no_cache()
     name = "/".join(str(k) for k in key)
@@ -113,9 +126,10 @@ def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
         NOTICE_AFTER,
         log.warning,
         (
-            "dmlnumba: compiling the CPU kernel %s, once per machine and numba version (a few "
-            "seconds; `python -m dmlnumba compile` compiles every kernel ahead of time)",
+            "dmlnumba: compiling the CPU kernel %s, once per machine and numba version (about "
+            "%d s on 2 cores; `python -m dmlnumba compile` compiles every kernel ahead of time)",
             name,
+            expected_seconds(key),
         ),
     )
     timer.daemon = True
@@ -139,3 +153,38 @@ def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
         timer.cancel()
     _warm.add(key)
     return result
+
+
+def compile_group(op, t, c):
+    """The calls that compile one group of CPU kernels (``python -m dmlnumba compile``
+    runs each group in a process of its own): ``op`` on ``t`` inputs (and
+    ``c`` coordinates), one thread and all threads, and each of nonzero's serial
+    drivers (the positions pass, the single-block write, the blocks).  Returns the
+    CPU seconds taken."""
+    import time
+
+    import numpy as np
+
+    import dmlnumba
+
+    from .. import config
+    from .target import ARGWHERE_BUFFER_MAX
+
+    log.setLevel(logging.ERROR)  # the command's bar says what is compiling
+    t0 = time.process_time()
+    big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
+    for n in (4, big):
+        x = np.ones(n, t)
+        if op == "slice1":
+            # Into out=: the kernel, also for windows that a new output would copy
+            # with NumPy.
+            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
+            continue
+        dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
+        dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
+        dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
+        if c == "uint64":
+            # argwhere past its worst-case buffer: passes of their own (serial below
+            # CPU_PARALLEL_MIN elements, parallel from it).
+            dmlnumba.argwhere(np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t))
+    return time.process_time() - t0

@@ -3,16 +3,19 @@
 Importing this module imports numba but compiles nothing: every kernel compiles
 on its first call, once per bit width, and is cached on disk (``cache=True``).
 Arrays arrive as flat unsigned-integer views (see :mod:`dmlnumba.layout`), so
-one specialization serves every rank, layout and dtype of a bit width (a second
-one, compiled on first use, read-only inputs such as broadcasts).  The
-drivers release the GIL (``nogil=True``), so that calls from several threads (a
-dask scheduler's, an application's) run at the same time.
+one specialization serves every rank, layout and dtype of a bit width (read-only
+inputs, such as broadcasts, too: their views are flagged writeable, see
+:func:`dmlnumba.cpu.target.flat`).  The drivers release the GIL (``nogil=True``),
+so that calls from several threads (a dask scheduler's, an application's) run at
+the same time.
 
 The drivers, each one body compiled serial and ``parallel=True``:
 
 - :mod:`.slice_kernels`: slice1's strided copy, chunk by chunk;
 - :mod:`.nonzero_kernels`: nonzero's per-block counts, scan and writes (the count
-  pass in :mod:`.nonzero_count`, the write pass in :mod:`.nonzero_write`).
+  pass in :mod:`.nonzero_count`, the write pass in :mod:`.nonzero_write`); inputs
+  of one block take serial drivers of their own (no count pass), which a call
+  compiles only where it takes them.
 
 Their building blocks: :mod:`.indexmath` (the shared index math, compiled here)
 and :mod:`.llvm` (prefetch and bit-count intrinsics).
@@ -23,6 +26,8 @@ from .nonzero_kernels import (
     count_blocks_parallel,
     nonzero,
     nonzero_parallel,
+    nonzero_positions,
+    nonzero_single,
     write_blocks,
     write_blocks_parallel,
 )
@@ -33,6 +38,8 @@ __all__ = [
     "count_blocks_parallel",
     "nonzero",
     "nonzero_parallel",
+    "nonzero_positions",
+    "nonzero_single",
     "write_blocks",
     "write_blocks_parallel",
     "slice_copy",

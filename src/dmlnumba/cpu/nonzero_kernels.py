@@ -1,5 +1,7 @@
 """The CPU nonzero kernels: per-block counts, an exclusive scan, then each block's
-rows (:mod:`.nonzero_write`); one body compiled serial and ``parallel=True``."""
+rows (:mod:`.nonzero_write`); one body compiled serial and ``parallel=True``, and
+two serial drivers for inputs of one block (no count, no scan), each compiled only
+by the calls that take it."""
 
 import numpy as np
 from numba import prange
@@ -81,6 +83,27 @@ def _scan(rows, nblocks):
         rows[b + 1] += rows[b]
 
 
+def _positions_driver(src, p, out, count):
+    """NONZERO_COORDINATES of a C-contiguous input into one packed column from
+    ``out[0]``, every row fitting (one block): the positions are the rows
+    (:func:`_positions`).  A driver of its own, so that only such calls compile
+    the positions pass."""
+    mask = src.dtype.type(p[P.mask])
+    count[p[P.count_pos]] = _positions(src, p[P.src_base], p[P.n], mask, out)
+
+
+def _single_driver(src, p, out, count):
+    """NONZERO_COORDINATES of an input of one block whose rows all fit (``limit`` at
+    least ``n``): no counting pass and no scan; the write, bounded by the worst
+    case (every element), ends on the count.  ``p`` as for :func:`_nonzero_driver`'s
+    drivers."""
+    count[p[P.count_pos]] = _write_block(src, p, np.int64(0), out, np.int64(0), p[P.n])
+
+
+nonzero_positions = jit(nogil=True)(_positions_driver)
+nonzero_single = jit(nogil=True)(_single_driver)
+
+
 def _nonzero_driver(parallel):
     """The nonzero driver, on numba's threads or the calling one (see
     :func:`_slice_driver`)."""
@@ -98,70 +121,19 @@ def _nonzero_driver(parallel):
         block its first output row; pass 2 writes each block's rows, those below
         ``limit`` (the rows ``out`` holds).  The result is in ascending element
         order with no sort and no atomics; the count is the true count, also where
-        it exceeds ``limit``.  A single block whose rows all fit needs no scan, so
-        no counting pass either: its write, bounded by the worst case (every
-        element), ends on the count.
+        it exceeds ``limit``.  (A single block whose rows all fit needs neither
+        the count nor the scan: :func:`nonzero_single` and
+        :func:`nonzero_positions` take those calls, chosen by the caller.)
         """
-        mask = src.dtype.type(p[P.mask])  # the bits that make an element non-zero
-        src_base = p[P.src_base]
-        first = p[P.first]
-        n = p[P.n]
-        block = p[P.block]
         nblocks = p[P.nblocks]
-        contiguous = p[P.contiguous] != 0
         limit = p[P.limit]
-        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
-        single = nblocks == 1 and limit >= n  # one block, every row fits: no count, no scan
-        if single and contiguous and first == 0 and w[3] == 1 and w[1] == 1 and w[0] == 0:
-            # One column, rows packed from out[0]: the positions are the rows.
-            count[p[P.count_pos]] = _positions(src, src_base, n, mask, out)
-            return
-        ndim = p[P.ndim]
-        shape = p[P.shape : P.shape + ndim]
-        strides = p[P.strides : P.strides + ndim]
-        if single:
-            count[p[P.count_pos]] = _write_block(
-                src,
-                src_base,
-                mask,
-                shape,
-                strides,
-                first,
-                n,
-                block,
-                np.int64(0),
-                out,
-                w,
-                np.int64(0),
-                n,
-                contiguous,
-            )
-            return
         rows = np.empty(nblocks + 1, np.int64)
         rows[0] = 0
         for b in loop(nblocks):
-            rows[b + 1] = _count_block(
-                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
-            )
+            rows[b + 1] = _count_block(src, p, np.int64(b))
         _scan(rows, nblocks)
         for b in loop(nblocks):
-            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
-            _write_block(
-                src,
-                src_base,
-                mask,
-                shape,
-                strides,
-                first,
-                n,
-                block,
-                np.int64(b),
-                out,
-                w,
-                lo,
-                hi,
-                contiguous,
-            )
+            _write_block(src, p, np.int64(b), out, min(rows[b], limit), min(rows[b + 1], limit))
         count[p[P.count_pos]] = rows[nblocks]
 
     return jit(parallel=parallel, nogil=True)(nonzero)
@@ -181,56 +153,18 @@ def _passes_driver(parallel):
     def count_blocks(src, p, rows):
         """Pass 1 of ``nonzero``: ``rows[b]`` becomes block ``b``'s first output row
         and ``rows[nblocks]`` the count (``rows`` has ``nblocks + 1`` entries)."""
-        mask = src.dtype.type(p[P.mask])
-        src_base = p[P.src_base]
-        first = p[P.first]
-        n = p[P.n]
-        block = p[P.block]
         nblocks = p[P.nblocks]
-        contiguous = p[P.contiguous] != 0
-        ndim = p[P.ndim]
-        shape = p[P.shape : P.shape + ndim]
-        strides = p[P.strides : P.strides + ndim]
         rows[0] = 0
         for b in loop(nblocks):
-            rows[b + 1] = _count_block(
-                src, src_base, mask, shape, strides, first, n, block, np.int64(b), contiguous
-            )
+            rows[b + 1] = _count_block(src, p, np.int64(b))
         _scan(rows, nblocks)
 
     def write_blocks(src, p, out, rows):
         """Pass 2 of ``nonzero``: each block's coordinates into its rows, from
         ``rows`` (:func:`count_blocks`'), those below the limit in ``p``."""
-        mask = src.dtype.type(p[P.mask])
-        src_base = p[P.src_base]
-        first = p[P.first]
-        n = p[P.n]
-        block = p[P.block]
-        nblocks = p[P.nblocks]
-        contiguous = p[P.contiguous] != 0
         limit = p[P.limit]
-        w = (p[P.out_base], p[P.rs], p[P.cs], p[P.width])
-        ndim = p[P.ndim]
-        shape = p[P.shape : P.shape + ndim]
-        strides = p[P.strides : P.strides + ndim]
-        for b in loop(nblocks):
-            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
-            _write_block(
-                src,
-                src_base,
-                mask,
-                shape,
-                strides,
-                first,
-                n,
-                block,
-                np.int64(b),
-                out,
-                w,
-                lo,
-                hi,
-                contiguous,
-            )
+        for b in loop(p[P.nblocks]):
+            _write_block(src, p, np.int64(b), out, min(rows[b], limit), min(rows[b + 1], limit))
 
     return jit(parallel=parallel, nogil=True)(count_blocks), jit(parallel=parallel, nogil=True)(
         write_blocks

@@ -3,6 +3,7 @@ positions (sparse runs) or from the elements directly (dense runs)."""
 
 import numpy as np
 
+from ..params import NONZERO_CPU as P
 from .compiling import jit
 from .indexmath import (
     _inline,
@@ -45,7 +46,42 @@ def _write_sparse(buf, c, k0, pos, coords, shape, strides, ndim, out, ob, rs, cs
     return row, pos
 
 
-@jit
+@_inline
+def _dense_rows(src, q, ust, mask, n, out, uob, urs, ucs, row, h0, h1, h2, head, c0, r, W):
+    """The rows of ``n`` consecutive elements of one plane row (see :func:`_write_dense`):
+    element ``j``'s row is written at ``out[uob + row * urs]`` (column ``i`` at
+    ``+ i * ucs``) with outer columns ``h0``, ``h1``, ``h2`` (or ``head``, for widths
+    past 4) and last column ``c0 + j``; the row advances where the element is
+    non-zero.  ``r``, the next-to-last coordinate, is column ``W - 2``.  Inlined with
+    literal ``W``, ``urs`` and ``ucs`` for packed rows: the column stores unrolled,
+    the addresses constant steps."""
+    if W == 2:
+        h0 = r
+    elif W == 3:
+        h1 = r
+    elif W == 4:
+        h2 = r
+    elif W > 4:
+        head[W - 2] = r
+    for j in range(n):
+        ub = uob + np.uint64(row) * urs
+        if W > 0:
+            if W <= 4:
+                if W > 1:
+                    out[ub] = h0
+                if W > 2:
+                    out[ub + ucs] = h1
+                if W > 3:
+                    out[ub + np.uint64(2) * ucs] = h2
+            else:
+                for i in range(W - 1):
+                    out[ub + np.uint64(i) * ucs] = head[i]
+            out[ub + np.uint64(W - 1) * ucs] = c0 + j
+        row += is_nonzero(src[q + np.uint64(j) * ust], mask)
+    return row
+
+
+@jit(_nrt=False)
 def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row, head, W):
     """Write the coordinate rows of the non-zero elements among the ``m`` elements
     ``src[p + k * st]`` that follow the odometer ``coords`` (which moves past them),
@@ -54,8 +90,15 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
     Every element's row is written, and the row advances past it only where the
     element is non-zero: no branch on the data, and a zero's row is overwritten by
     the next non-zero's, which ends the run (so nothing is left past the count).
-    ``W``, the width, and the strides ``rs`` and ``cs`` are compiled in where they
-    are literals (the column loop unrolled, the addresses constant steps); ``head``
+    Packed rows (row stride ``W``, column stride 1: every default output) of widths
+    1 to 4 take a row loop of their own with the width and strides as constants (the
+    column stores unrolled, the addresses constant steps), which takes a quarter to
+    a third off a 2- or 3-column write.  The five loops are branches of this one
+    compilation (as five specialisations, one a literal width, they took 2.2 times
+    its compile time); it is compiled without reference counting (``_nrt=False``:
+    it allocates nothing, and its caller holds its arrays), since the atomic counts
+    of its five arrays around each call (a run of up to ``COMPACT`` elements) made a
+    3-column write 17% slower (docs/PERFORMANCE.md).  ``head``
     (at least ``W - 1`` entries) holds a row's outer coordinates.  The rows of a
     plane (the coordinates before the next-to-last fixed) follow each other with
     the next-to-last coordinate in a local: the odometer carries once a plane, not
@@ -69,6 +112,7 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
     urs = np.uint64(rs)
     ucs = np.uint64(cs)
     ust = np.uint64(st)
+    packed = cs == 1 and rs == W and W <= 4
     pen = last - 1  # the next-to-last dimension: column W - 2, kept in a local
     n_pen = shape[pen] if ndim > 1 else 1
     k = 0
@@ -88,30 +132,29 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
         # where that dimension wraps (rows of one element: a carry every element).
         while True:
             n = min(n_last - c0, m - k)
-            if W == 2:
-                h0 = r
-            elif W == 3:
-                h1 = r
-            elif W == 4:
-                h2 = r
-            elif W > 4:
-                head[W - 2] = r
             q = np.uint64(p + k * st)
-            for j in range(n):
-                ub = uob + np.uint64(row) * urs
-                if W > 0:
-                    if W <= 4:
-                        if W > 1:
-                            out[ub] = h0
-                        if W > 2:
-                            out[ub + ucs] = h1
-                        if W > 3:
-                            out[ub + np.uint64(2) * ucs] = h2
-                    else:
-                        for i in range(W - 1):
-                            out[ub + np.uint64(i) * ucs] = head[i]
-                    out[ub + np.uint64(W - 1) * ucs] = c0 + j
-                row += is_nonzero(src[q + np.uint64(j) * ust], mask)
+            one = np.uint64(1)
+            u2, u3, u4 = np.uint64(2), np.uint64(3), np.uint64(4)
+            if packed and W == 1:
+                row = _dense_rows(
+                    src, q, ust, mask, n, out, uob, one, one, row, h0, h1, h2, head, c0, r, 1
+                )
+            elif packed and W == 2:
+                row = _dense_rows(
+                    src, q, ust, mask, n, out, uob, u2, one, row, h0, h1, h2, head, c0, r, 2
+                )
+            elif packed and W == 3:
+                row = _dense_rows(
+                    src, q, ust, mask, n, out, uob, u3, one, row, h0, h1, h2, head, c0, r, 3
+                )
+            elif packed and W == 4:
+                row = _dense_rows(
+                    src, q, ust, mask, n, out, uob, u4, one, row, h0, h1, h2, head, c0, r, 4
+                )
+            else:  # any other layout, and widths 0 and 5 to 8
+                row = _dense_rows(
+                    src, q, ust, mask, n, out, uob, urs, ucs, row, h0, h1, h2, head, c0, r, W
+                )
             k += n
             c0 += n
             if c0 < n_last or k >= m or r + 1 >= n_pen:
@@ -141,16 +184,13 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
     ``row_end`` (below the block's count where ``max_count`` cut it).  A run after
     a dense one is counted first, which costs less than compacting and is all a
     dense run needs; a run after a sparse one is compacted straight away.  The
-    dense write is compiled for each of the widths 1 to 4 into packed rows (row
-    stride the width, column stride 1: every default output), with the width and
-    both strides as constants, which takes a quarter to a third off a 2- or
-    3-column write (docs/PERFORMANCE.md); other widths and layouts share one
-    compilation.
+    dense write has a loop of its own for each of the widths 1 to 4 into packed
+    rows (row stride the width, column stride 1: every default output), with the
+    width and both strides as constants (:func:`_write_dense`).
     """
     if row == row_end:
         return row
     ob, rs, cs, width = w
-    packed = rs == width and cs == 1
     coords = np.empty(ndim, np.int64)
     buf = np.empty(COMPACT, np.int64)
     head = np.empty(max(width - 1, 1), out.dtype)  # a dense row's outer coordinates
@@ -190,26 +230,9 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
         if e > 0:
             # The arguments one by one: a tuple of them would hold references to the
             # arrays, counted (atomically) for every run.
-            if packed and width == 1:
-                row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, 1, 1, row, head, 1
-                )
-            elif packed and width == 2:
-                row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, 2, 1, row, head, 2
-                )
-            elif packed and width == 3:
-                row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, 3, 1, row, head, 3
-                )
-            elif packed and width == 4:
-                row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, 4, 1, row, head, 4
-                )
-            else:  # any other layout, and widths 0 and 5 to 8: one compilation
-                row = _write_dense(
-                    src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, width
-                )
+            row = _write_dense(
+                src, p, st, mask, e, coords, shape, ndim, out, ob, rs, cs, row, head, width
+            )
             pos = k0 + e
         elif c > 0:
             row, pos = _write_sparse(
@@ -229,36 +252,47 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
 
 
 @jit
-def _count_block(src, sb, mask, shape, strides, first, n, block, b, contiguous):
-    """Non-zero elements of block ``b``: elements ``first + [b*block, (b+1)*block)``
-    (clipped to ``first + n``) of the row-major order of ``shape``."""
-    lo, hi = block_bounds(b, block, n)
+def _count_block(src, p, b):
+    """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
+    :data:`~dmlnumba.params.NONZERO_CPU` block): elements ``first + [b*block,
+    (b+1)*block)`` (clipped to ``first + n``) of the row-major order of its shape.
+    Everything but the input comes from ``p``, so that a driver's parallel loop
+    passes three variables to its body (which numba compiles as a function of its
+    own, and the fewer the variables, the less there is to compile)."""
+    mask = src.dtype.type(p[P.mask])
+    sb = p[P.src_base]
+    first = p[P.first]
+    lo, hi = block_bounds(b, p[P.block], p[P.n])
     lo += first
     hi += first
-    if contiguous:
+    if p[P.contiguous] != 0:
         return _count_row(src, sb + lo, 1, hi - lo, mask)
-    return _count_range(src, sb, mask, shape, strides, shape.shape[0], lo, hi)
+    ndim = p[P.ndim]
+    shape = p[P.shape : P.shape + ndim]
+    strides = p[P.strides : P.strides + ndim]
+    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
 
 
 @jit
-def _write_block(
-    src, sb, mask, shape, strides, first, n, block, b, out, w, row, row_end, contiguous
-):
-    """Write block ``b``'s coordinates into rows ``[row, row_end)`` (see
-    :func:`_write_range`); return the row after the last one written."""
-    lo, hi = block_bounds(b, block, n)
+def _write_block(src, p, b, out, row, row_end):
+    """Write block ``b``'s coordinates (see :func:`_count_block`) into rows ``[row,
+    row_end)`` (see :func:`_write_range`); return the row after the last one
+    written."""
+    first = p[P.first]
+    lo, hi = block_bounds(b, p[P.block], p[P.n])
+    ndim = p[P.ndim]
     return _write_range(
         src,
-        sb,
-        mask,
-        shape,
-        strides,
-        shape.shape[0],
+        p[P.src_base],
+        src.dtype.type(p[P.mask]),
+        p[P.shape : P.shape + ndim],
+        p[P.strides : P.strides + ndim],
+        ndim,
         lo + first,
         hi + first,
         out,
-        w,
+        (p[P.out_base], p[P.rs], p[P.cs], p[P.width]),
         row,
         row_end,
-        contiguous,
+        p[P.contiguous] != 0,
     )

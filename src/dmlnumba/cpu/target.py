@@ -42,7 +42,7 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     k = kernels()
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
-    key = ("slice1", 8 * src.itemsize) + _read_only_key(src)
+    key = ("slice1", 8 * src.itemsize)
     if (
         nchunks > 1
         and size >= config.CPU_PARALLEL_MIN
@@ -118,18 +118,31 @@ def cores_free():
     return False
 
 
-def _read_only_key(src):
-    """``("read-only",)`` for a read-only input view, which compiles kernels of its
-    own (see :func:`flat`), else ``()``: a part of a kernel's name for
-    :func:`dmlnumba.cpu.compiling.run`."""
-    return () if src.flags.writeable else ("read-only",)
-
-
 def _nonzero(src, dtype, out, count, **fields):
     """Run the nonzero kernel on ``src``, the flat view of an input of ``dtype``,
     with these :data:`~dmlnumba.params.NONZERO_CPU` fields (all but the block
     size and count, the mask and ``ndim``)."""
-    _nonzero_with(_params(config.CPU_NONZERO_BLOCK, dtype, **fields), src, out, count)
+    p = _params(config.CPU_NONZERO_BLOCK, dtype, **fields)
+    _nonzero_with(p, src, out, count, _driver(fields))
+
+
+def _driver(fields):
+    """Which serial nonzero driver takes a call of these fields (``_params``'): the
+    positions pass (one packed column from ``out[0]`` of a C-contiguous input),
+    the single-block write (no count pass) or the blocks driver (count, scan,
+    write).  A driver compiles on its first call: a call compiles only its own."""
+    n = fields["n"]
+    if n > config.CPU_NONZERO_BLOCK or fields["limit"] < n:
+        return "blocks"
+    if (
+        fields["contiguous"]
+        and fields["first"] == 0
+        and fields["width"] == 1
+        and fields["rs"] == 1
+        and fields["out_base"] == 0
+    ):
+        return "positions"
+    return "single"
 
 
 def _params(block, dtype, **fields):
@@ -169,13 +182,17 @@ def _parallel(p):
     return p[NONZERO_CPU.nblocks] > 1 and p[NONZERO_CPU.n] >= config.CPU_PARALLEL_MIN
 
 
-def _nonzero_with(p, src, out, count):
+def _nonzero_with(p, src, out, count, driver):
+    """Run the nonzero of parameter block ``p``; ``driver``: :func:`_driver`'s
+    choice, for a call that runs on this thread."""
     k = kernels()
-    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize) + _read_only_key(src)
+    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
     if _parallel(p) and threads_ok():
         run_parallel(k.nonzero_parallel, k.nonzero, key, src, p, out, count)
-    else:
+    elif driver == "blocks":
         compiling.run(k.nonzero, key, src, p, out, count)
+    else:
+        compiling.run(getattr(k, "nonzero_" + driver), key + (driver,), src, p, out, count)
 
 
 def describe(a, name, func):
@@ -232,8 +249,10 @@ def read_count(count, stream=None, func=None):
 def flat(a):
     """``(view, base, strides)``: a flat unsigned view spanning all elements of the
     non-empty array ``a``, the index of element 0 in it, and element strides.  The
-    view keeps ``a``'s writeable flag: a read-only input (a broadcast, a read-only
-    memory map) takes kernels compiled for read-only arrays, on its first call."""
+    view of a read-only array (a broadcast, a read-only memory map) is flagged
+    writeable (:func:`_as_writeable`), so that it takes the kernels compiled for
+    writeable arrays instead of compiling its own; the kernels never write their
+    input."""
     u = uint_of_size(a.itemsize)
     if a.flags.c_contiguous:
         v = a.reshape(-1)
@@ -249,7 +268,30 @@ def flat(a):
             v = np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(a.itemsize,))
     if v.dtype != u:
         v = v.view(u)
+    if not v.flags.writeable:
+        v = _as_writeable(v)
     return v, base, es
+
+
+class _Memory:
+    """The NumPy array interface of a view (its memory, flagged writeable), and the
+    view itself, kept alive as long as the array made from this."""
+
+    __slots__ = ("__array_interface__", "view")
+
+    def __init__(self, view):
+        ai = dict(view.__array_interface__)
+        ai["data"] = (ai["data"][0], False)  # (address, read-only?)
+        self.__array_interface__ = ai
+        self.view = view
+
+
+def _as_writeable(v):
+    """The memory of the read-only view ``v`` as an array flagged writeable, without a
+    copy (about 2 us).  For kernel inputs only, which the kernels read and never
+    write: numba types a read-only array apart from a writeable one, and would
+    compile every kernel a second time for it (docs/PERFORMANCE.md)."""
+    return np.asarray(_Memory(v))
 
 
 def _flip(strides):
@@ -270,7 +312,13 @@ def _memory_order(a):
 
 def _reader(x):
     """A function that gives the flat view (:func:`flat`) of an input laid out like
-    ``x``: for C order and for dense layouts (transposes, reversals), the quick way."""
+    ``x``: for C order and for dense layouts (transposes, reversals), the quick way.
+    Where ``x`` is read-only the view is flagged writeable (:func:`_as_writeable`);
+    a writeable ``x`` gives a function that does not look at the flag (about 0.05
+    us a call), so a read-only input of a layout first seen writeable, in a repeated
+    call, compiles kernels of its own once."""
+    if not x.flags.writeable:
+        return lambda x: flat(x)[0]
     u = np.dtype(uint_of_size(x.itemsize))
     if x.flags.c_contiguous and x.ndim == 1:
         return lambda x: x.view(u)  # no ravel: 0.07 us of a 1000-element call's 2.5
@@ -389,8 +437,20 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
     read = _reader(x)
 
     p = _fresh_rows_block(x, sbase, sstr, width, rows)
+    driver = _driver(
+        {
+            "n": n,
+            "limit": rows,
+            "contiguous": x.flags.c_contiguous,
+            "first": 0,
+            "width": width,
+            "rs": width,
+            "out_base": 0,
+        }
+    )
     serial = not _parallel(p)
-    kernel = key = None
+    kernel = None
+    key: tuple = ()
 
     def run(x):
         nonlocal kernel, key
@@ -400,12 +460,12 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
             compiling.run(kernel, key, src, p, crd.ravel(), cnt)
         else:
-            _nonzero_with(p, src, crd.ravel(), cnt)
+            _nonzero_with(p, src, crd.ravel(), cnt, driver)
             if serial:  # compiled (or loaded) by the call just made
-                # (a read-only input of this layout later gets its own specialization
-                # from the same dispatcher, without the compile notice)
-                kernel = kernels().nonzero
-                key = ("nonzero", 8 * src.itemsize, 8 * crd.itemsize) + _read_only_key(src)
+                name = "nonzero" if driver == "blocks" else "nonzero_" + driver
+                kernel = getattr(kernels(), name)
+                bits = ("nonzero", 8 * src.itemsize, 8 * crd.itemsize)
+                key = bits if driver == "blocks" else bits + (driver,)
         if view:
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd
@@ -448,7 +508,7 @@ def argwhere(x):
     src, sbase, sstr = flat(x)
     p = _fresh_rows_block(x, sbase, sstr, w, n)
     k = kernels()
-    bits = (8 * src.itemsize,) + _read_only_key(src)
+    bits = (8 * src.itemsize,)
     rows = np.empty(p[NONZERO_CPU.nblocks] + 1, np.int64)
     parallel = _parallel(p) and threads_ok()
     if parallel:
@@ -459,7 +519,7 @@ def argwhere(x):
     coords = np.empty((count, w), np.int64)
     if count:
         out = coords.reshape(-1).view(np.uint64)
-        key = ("write", bits[0], 64) + bits[1:]
+        key = ("write", bits[0], 64)
         if parallel:
             run_parallel(k.write_blocks_parallel, k.write_blocks, key, src, p, out, rows)
         else:

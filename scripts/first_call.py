@@ -1,0 +1,124 @@
+"""The first call's compile time, one fresh process (and an empty numba cache) a case.
+
+``python scripts/first_call.py [--repeat N] [CASE ...]``: for each case (default: all
+below), a fresh interpreter with ``NUMBA_CACHE_DIR`` a new empty directory imports
+dmlnumba, builds the input, and times the first call; it prints the seconds (wall,
+and the process's CPU time: a compile runs on one thread, so the CPU time varies
+less on a busy machine), the specialisations compiled, and with ``--detail`` per
+kernel (numba dispatcher) the specialisations and numba's compile time (CPU
+seconds;
+``numba:compile`` events, each kernel's own: nested compiles excluded).
+
+A case is ``OP:DTYPE:SIZE[:ro]``: OP nonzero, slice1 (a reversed window into a new
+output) or argwhere; SIZE small (1000 elements) or large (2**22), 1-d, or small3d or
+large3d: shaped (10, 10, -1); ro: a read-only input (a broadcast, one dimension
+more).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+op, dtype, size, ro = sys.argv[1:5]
+n = 1000 if size.startswith("small") else 1 << 22
+t0 = time.perf_counter()
+import dmlnumba
+from numba.core import event
+from dmlnumba.cpu import compiling
+class Rec(event.Listener):  # numba's RecordingListener, with CPU time
+    def __init__(self):
+        self.buffer = []
+    def on_start(self, ev):
+        self.buffer.append((time.process_time(), ev))
+    def on_end(self, ev):
+        self.buffer.append((time.process_time(), ev))
+rec = Rec()
+event.register("numba:compile", rec)
+x = (np.arange(n) % 3).astype(dtype)
+if size.endswith("3d"):
+    x = x.reshape(10, 10, -1)
+if ro == "ro":
+    x = np.broadcast_to(x, (1,) + x.shape)
+t1 = time.perf_counter()
+c1 = time.process_time()
+if op == "nonzero":
+    dmlnumba.nonzero_coordinates(x)
+elif op == "argwhere":
+    dmlnumba.argwhere(x)
+else:
+    idx = (slice(None),) * (x.ndim - 1) + (slice(None, None, -1),)
+    dmlnumba.slice1(x, *dmlnumba.window(x.shape, idx))
+t2 = time.perf_counter()
+c2 = time.process_time()
+compiled = {}
+stack = []  # [name, start, time in nested compiles]
+for ts, ev in rec.buffer:
+    if ev.is_start:
+        stack.append([ev.data["dispatcher"].py_func.__name__, ts, 0.0])
+    else:
+        name, start, nested = stack.pop()
+        c = compiled.setdefault(name, [0, 0.0])
+        c[0] += 1
+        c[1] += ts - start - nested
+        if stack:
+            stack[-1][2] += ts - start
+print(json.dumps({"call": t2 - t1, "cpu": c2 - c1, "compiled": compiled}))
+"""
+
+CASES = [
+    f"{op}:{t}:{s}{ro}"
+    for op in ("nonzero", "slice1")
+    for t in ("float32", "int16", "float64", "uint8")
+    for s in ("small", "small3d", "large")
+    for ro in ("", ":ro")
+]
+
+
+def one(case):
+    parts = case.split(":") + [""]
+    op, dtype, size, ro = parts[:4]
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, op, dtype, size, ro],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cases", nargs="*", default=CASES)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--detail", action="store_true", help="the kernels compiled per case")
+    args = ap.parse_args()
+    for case in args.cases:
+        runs = [one(case) for _ in range(args.repeat)]
+        ts = sorted(r["call"] for r in runs)
+        cs = sorted(r["cpu"] for r in runs)
+        k = sum(n for n, _ in runs[0]["compiled"].values())
+        print(
+            f"{case:26s} wall {statistics.median(ts):5.2f} s ({ts[0]:.2f}-{ts[-1]:.2f}), "
+            f"cpu {statistics.median(cs):5.2f} s ({cs[0]:.2f}-{cs[-1]:.2f}), {len(ts)} runs, "
+            f"{k} specialisations",
+            flush=True,
+        )
+        if args.detail:
+            for name, (k, s) in sorted(runs[0]["compiled"].items(), key=lambda kv: -kv[1][1]):
+                print(
+                    f"    {name:24s} {k:3d} specialisations {s:6.2f} s CPU (nested ones excluded)"
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""What a first call compiles (issue 35): the CPU kernels' specialisations, counted
+(numba dispatchers' signatures, with an empty cache: a kernel loaded from the cache
+brings its callees' code and leaves their dispatchers untouched), not timed, so that
+a change that makes a first call compile more shows here on any machine.
+``python scripts/first_call.py`` times them."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = """
+import json
+import numpy as np
+import dmlnumba
+from dmlnumba.cpu import compiling
+
+def counts():
+    out = {}
+    for d in compiling._dispatchers:
+        if d.signatures:
+            name = d.py_func.__name__ + (" parallel" if d.targetoptions.get("parallel") else "")
+            out[name] = out.get(name, 0) + len(d.signatures)
+    return out
+
+steps = []
+x = (np.arange(1000) % 3).astype(np.float32)
+dmlnumba.nonzero_coordinates(x)
+steps.append(counts())
+dmlnumba.nonzero_coordinates(np.broadcast_to(x, (2, 1000)))  # read-only, one block
+steps.append(counts())
+dmlnumba.nonzero_coordinates(np.stack([x, x]))  # the same, writeable
+dmlnumba.nonzero_coordinates(x.reshape(10, 100)[:, ::-1])  # another layout
+steps.append(counts())
+dmlnumba.nonzero_coordinates(x.astype(np.int16).reshape(10, 100))  # another bit width
+steps.append(counts())
+big = np.ones(1 << 21, np.float32)
+dmlnumba.nonzero_coordinates(big)  # several blocks: the parallel driver
+dmlnumba.nonzero_coordinates(np.broadcast_to(big, (1, big.size)))
+steps.append(counts())
+print(json.dumps(steps))
+"""
+
+#: Each step's specialisations so far, per kernel (the dense write's packed widths are
+#: branches of one specialisation: docs/PERFORMANCE.md).
+ONE_COLUMN = {"_positions_driver": 1, "_positions": 1}
+ONE_BLOCK = {**ONE_COLUMN, "_single_driver": 1, "_write_block": 1, "_write_dense": 1}
+WIDTH_16 = {**ONE_BLOCK, "_single_driver": 2, "_write_block": 2, "_write_dense": 2}
+PARALLEL = {**WIDTH_16, "nonzero parallel": 1, "_count_block": 1}
+EXPECTED = [ONE_COLUMN, ONE_BLOCK, ONE_BLOCK, WIDTH_16, PARALLEL]
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's compilations"
+)
+def test_first_calls_compile_only_their_own_kernels(tmp_path):
+    """A 1-d input compiles the positions pass alone; one block of rows the
+    single-block write (not the count pass); a read-only input and a new layout
+    nothing more; a new bit width its own kernels once; a large input the parallel
+    driver and the count pass, reusing the write pass."""
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20)),
+    )
+    assert r.returncode == 0, r.stderr
+    steps = json.loads(r.stdout.strip().splitlines()[-1])
+    for i, (got, want) in enumerate(zip(steps, EXPECTED)):
+        assert got == want, f"step {i}: {got}"
