@@ -17,6 +17,9 @@ one a launch makes anyway, see :func:`current`).
 """
 
 import contextlib
+import ctypes
+import sys
+from typing import Any
 
 from numba import cuda
 
@@ -80,14 +83,37 @@ def pointer_device(ptr):
     if SIM:
         return 0
     if ptr:
-        from cuda.bindings import driver
-
-        err, dev = driver.cuPointerGetAttribute(
-            driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr
-        )
-        if err == driver.CUresult.CUDA_SUCCESS:
-            return int(dev)
+        query = _pointer_attribute()
+        if query:
+            out = ctypes.c_int(-1)
+            if query(ctypes.byref(out), _DEVICE_ORDINAL, ptr) == 0 and out.value >= 0:
+                return out.value
     return current_device()
+
+
+#: ``CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`` (cuda.h).
+_DEVICE_ORDINAL = 9
+_query: Any = None  # the function, False, or None until first asked
+
+
+def _pointer_attribute():
+    """The driver's ``cuPointerGetAttribute``, called through ctypes (False where the
+    driver library cannot be opened).  Not cuda.bindings': its binding writes the
+    ordinal into one field of its result and reads another, so it answers 0 for
+    memory on every device (NVIDIA/cuda-python#2928; seen on two H100s, where every
+    array on device 1 was taken for device 0's and launched there)."""
+    global _query
+    if _query is None:
+        name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+        try:
+            f = ctypes.CDLL(name).cuPointerGetAttribute
+        except (OSError, AttributeError):
+            _query = False
+        else:
+            f.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64)
+            f.restype = ctypes.c_int
+            _query = f
+    return _query
 
 
 def device_of(obj, lib, ptr):
