@@ -93,7 +93,16 @@ def to_host(a):
     if isinstance(a, np.ndarray):
         return a
     if hasattr(a, "copy_to_host"):
-        return a.copy_to_host()
+        if SIM:
+            return a.copy_to_host()
+        from numba import cuda
+
+        from dmlnumba.gpu.devices import pointer_device
+
+        # With its own device current, as numba reads its arrays: a result of another
+        # device's stream-ordered pool is not readable from this device's context.
+        with cuda.gpus[pointer_device(device_pointer(a))]:
+            return a.copy_to_host()
     from dmlnumba.arrays import is_cuda_array
 
     if isinstance(a, ForeignCudaArray) or is_cuda_array(a):  # CuPy, PyTorch
