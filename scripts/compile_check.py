@@ -1,4 +1,5 @@
-"""Compile every CUDA kernel to PTX for sm_90 without a GPU (needs ``numba-cuda[cu13]``):
+"""Compile every CUDA kernel to PTX for sm_90 without a GPU (needs ``numba-cuda[cu13]``;
+``python scripts/compile_check.py ["(True, 0)" ...]``: only those variants):
 catches typing and lowering errors before any device time is spent.
 
 numba-cuda asks the driver for the current device's compute capability when it
@@ -25,13 +26,17 @@ from dmlnumba.gpu import launch  # noqa: E402
 # rows of 2, 3 and 8 columns, 32- and 64-bit divisions) and width-1 variant (32-bit
 # positions, both output widths) for 32-bit elements.
 cases = [("slice", sb, 0, (False, 0)) for sb in (8, 16, 32, 64)]
-cases += [("slice", sb, 0, (True, 0)) for sb in (8, 16, 32)]
+cases += [("slice", sb, 0, (True, 0)) for sb in (8, 16, 32)]  # 32-bit positions
 cases += [("slice", 64, 0, (False, swap)) for swap in (8, 16, 32)]  # reversed rows as words
 cases += [("nonzero", sb, ob, (False, 0)) for sb in (8, 16, 32, 64) for ob in (32, 64)]
 cases += [("nonzero", 32, 32, (narrow, w)) for narrow in (True, False) for w in (2, 3, 8)]
 cases += [("nonzero", 32, ob, (True, 1)) for ob in (32, 64)]
 cases += [("nonzero", sb, 32, (True, 2, u)) for sb, u in ((8, 8), (32, 8), (64, 4))]  # transposed
+cases += [("slice", 64, 0, (True, swap, 4)) for swap in (0, 8, 16, 32)]  # 32-bit words
+only = sys.argv[1:]
 for name, sb, ob, variant in cases:
+    if only and str(variant) not in only:
+        continue
     fn, sig = launch.python_kernel(name, sb, variant), launch.signature(name, sb, ob)
     ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0))
     local = ptx.count("ld.local") + ptx.count("st.local")

@@ -7,7 +7,7 @@ from numba import cuda
 import dmlnumba
 from dmlnumba import config
 
-from devices import to_device, to_host
+from devices import device_view, to_device, to_host
 from strategies import fill
 
 config.CUDA_THREADS = 64
@@ -48,6 +48,17 @@ for shape in [(77, 30), (3, 4, 5, 6, 7), (2, 3, 2, 3, 2, 3, 2, 5)]:
         c, k = dmlnumba.nonzero_coordinates(to_device(x, "cuda"))
         assert int(to_host(c)[0]) == len(want) and (to_host(k)[: len(want)] == want).all()
         n_ok += 1
+# Transposed inputs (the next-to-last dimension contiguous): the transposed kernel, its
+# U rows a tile read together, also from a first element that is not 16-byte aligned.
+for dtype in ["float64", "float32", "float16", "int8"]:
+    for density in (0.03, 0.5, 1.0):
+        a = fill(rng, dtype, 64 * 48, density).reshape(64, 48)
+        da = to_device(a, "cuda")
+        for view in (lambda v: v.T, lambda v: v[:, 1:33].T):
+            want = np.argwhere(view(a))
+            c, k = dmlnumba.nonzero_coordinates(device_view(da, view, a), device="cuda")
+            assert int(to_host(c)[0]) == len(want) and (to_host(k)[: len(want)] == want).all()
+            n_ok += 1
 # Rows of one column (the width-1 kernel, 32 mask words at a time): 1-d inputs at
 # every density, a max_count that cuts the rows, and rows two items apart.
 for density in (0.0, 0.03, 0.5, 1.0):

@@ -18,6 +18,7 @@ from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, MAX_MASKS_TRANSPOSED, RING, STAGE_WORDS
+from .slice_kernel import LOADS
 from .views import Flat, host_view
 from .warp import SIM
 
@@ -220,8 +221,8 @@ class SlicePlan(_Plan):
     def _make(self, which, handle, ctx):
         spec = self.specs[which]
         assert spec is not None  # launch picks the word copy only where there is one
-        bits, blocks, block, params, pos32, swap = spec
-        k = launch.kernel("slice", bits, 0, (pos32, swap))
+        bits, blocks, block, params, variant = spec
+        k = launch.kernel("slice", bits, 0, variant)
         return launch.launcher(k, blocks, block, handle, ctx, params)
 
     def launch(self, handle, xp, op, ctx=0):
@@ -262,8 +263,9 @@ def _transposed_rows(shape, strides, itemsize, threads):
 
 
 def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
-    """``(bits, grid, block, params, pos32, swap)`` of a copy of ``bits``-bit items
-    (``swap``: 0, or the bits of the items each 64-bit word's are reversed in)."""
+    """``(bits, grid, block, params, variant)`` of a copy of ``bits``-bit items,
+    ``variant`` the kernel's ``(pos32, swap, loads)`` (:func:`make_slice`; ``swap``:
+    0, or the bits of the items each 64-bit word's are reversed in)."""
     inner = shape[-1]
     threads = config.CUDA_THREADS
     items = config.CUDA_SLICE_ITEMS
@@ -285,10 +287,12 @@ def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
     blocks = min(-(-ntiles // ty), 1 << 22)
     # Positions in 32 bits where every one (and a tile's number) is below
     # CUDA_SLICE_32BIT_BELOW, 2**30, which leaves room for a thread's next position
-    # and a tile's next: fewer registers, more threads an SM.  Not for 8-byte items
-    # (the word copy of contiguous rows), which spill under that kernel's register cap.
+    # and a tile's next: fewer registers, more threads an SM.  8-byte items (also the
+    # word copy of contiguous rows) then keep half the loads in flight (the same
+    # bytes as 4-byte items): with all of them they spill under that kernel's cap.
     top = max(sb + extent(shape, ss, 1)[1], db + extent(shape, ds, 1)[1], ntiles)
-    pos32 = bits < 64 and top < config.CUDA_SLICE_32BIT_BELOW
+    pos32 = top < config.CUDA_SLICE_32BIT_BELOW
+    loads = LOADS // 2 if pos32 and bits == 64 else LOADS
     params = pack(
         SLICE_CUDA,
         shape=shape,
@@ -303,7 +307,7 @@ def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
         nrows=nrows,
         ntiles=ntiles,
     )
-    return (bits, blocks, (tx, ty), tuple(params.tolist()), pos32, swap)
+    return (bits, blocks, (tx, ty), tuple(params.tolist()), (pos32, swap, loads))
 
 
 # ------------------------------------------------------------------------- plans

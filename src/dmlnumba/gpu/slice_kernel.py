@@ -5,10 +5,11 @@ segment of ``seg`` elements of the inner one).  ``blockDim.y`` tiles per block,
 ``blockDim.x`` threads across a row segment: consecutive threads copy
 consecutive elements.  A tile locates its first row by division once, then
 steps to the next rows by adding strides (dividing again only where
-the next-to-last dimension wraps).  Each thread issues ``LOADS`` loads
-before it stores any, along its row segment and on into the next rows, so that
-many are in flight whatever the rows' length (one body; ``LOADS`` is a
-compile-time constant, so the loops unroll into registers).
+the next-to-last dimension wraps).  Each thread issues ``loads`` loads
+before it stores any (:data:`LOADS`; half as many of 8-byte items in 32-bit
+positions), along its row segment and on into the next rows, so that many are in
+flight whatever the rows' length (one body; ``loads`` is a compile-time constant,
+so the loops unroll into registers).
 """
 
 from numba import cuda, int32, int64, uint64
@@ -42,14 +43,15 @@ def reverse_items(x, bits):
 LOADS = 8
 
 
-def make_slice(item, narrow=False, swap=0, *, regs=0):
+def make_slice(item, narrow=False, swap=0, loads=LOADS, *, regs=0):
     """The slice kernel for elements of numba type ``item`` (an unsigned integer
     type of the element's width): ``(p, src, dst)``, ``p`` a :data:`SLICE_CUDA`
     block passed by value (a tuple of kernel parameters).  ``narrow``: every
     element position of both arrays is below 2**31, and the positions a thread
     keeps in flight are 32-bit.  ``swap``: 0, or (64-bit words) the bits of the
     items whose order each word reverses (:func:`reverse_items`): a reversed row
-    of small items copied a word at a time.  ``regs``: the register cap it is
+    of small items copied a word at a time.  ``loads``: the loads each thread has
+    in flight.  ``regs``: the register cap it is
     compiled with, held in the closure so that numba's disk cache keys on it
     (:func:`~dmlnumba.gpu.launch.python_kernel`)."""
     I = int32 if narrow else int64  # noqa: E741
@@ -74,9 +76,9 @@ def make_slice(item, narrow=False, swap=0, *, regs=0):
         if cuda.threadIdx.y == 0 and cuda.threadIdx.x == 0:
             copy_rows(params, shape, sst, dstr)
         cuda.syncthreads()
-        v = cuda.local.array(LOADS, item)
-        sa = cuda.local.array(LOADS, I)
-        da = cuda.local.array(LOADS, I)
+        v = cuda.local.array(loads, item)
+        sa = cuda.local.array(loads, I)
+        da = cuda.local.array(loads, I)
         last = ndim - 1
         inner = I(shape[last])
         ss = I(sst[last])
@@ -116,7 +118,7 @@ def make_slice(item, narrow=False, swap=0, *, regs=0):
                 # registers that way).
                 n = 0
                 wrapped = False
-                for u in range(LOADS):
+                for u in range(loads):
                     if r < r_end and not wrapped:
                         sa[u] = I(s + j * ss)
                         da[u] = I(d + j * ds)
@@ -133,10 +135,10 @@ def make_slice(item, narrow=False, swap=0, *, regs=0):
                             s = I(s + k * s_outer)
                             d = I(d + k * d_outer)
                             wrapped = c >= n_outer
-                for u in range(LOADS):
+                for u in range(loads):
                     if u < n:
                         v[u] = src[sa[u]]
-                for u in range(LOADS):
+                for u in range(loads):
                     if u < n:
                         dst[da[u]] = reverse_items(v[u], swap) if swap else v[u]
                 if wrapped and r < r_end:
