@@ -405,7 +405,38 @@ def test_cuda_parameter_blocks_travel_by_value():
     s = plans.SlicePlan(x, (0, 4), (1, -1), target_cuda._new_view((4, 5), x.dtype))
     for spec in s.specs:
         if spec is not None:
-            assert len(spec[3]) == size(SLICE_CUDA) and all(type(v) is int for v in spec[3])
+            for slots in (0, 3 * 132 * spec[2][1]):
+                _, params = plans._slice_tiles(spec[3], spec[2][1], slots)
+                assert len(params) == size(SLICE_CUDA) and all(type(v) is int for v in params)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
+@pytest.mark.parametrize(
+    "shape, inner",
+    [((2048, 1024), 13), ((512, 512), 7), ((8, 64, 124), 85), ((4096,), 4096), ((1,), 1 << 28)],
+)
+def test_cuda_slice_tiles_fill_whole_waves(shape, inner):
+    """Given the tiles one wave of resident blocks runs (``slots``), slice1's tiles are
+    spread evenly over whole waves: as many waves as the default tiling fills (at least
+    one), full but for the rounding of rows to whole tiles; every row in exactly one
+    tile."""
+    from dmlnumba.gpu import plans
+    from dmlnumba.params import SLICE_CUDA as P
+
+    full = shape + (inner,)
+    strides = tuple(int(np.prod(full[i + 1 :])) for i in range(len(full)))
+    _, _, (tx, ty), geometry = plans._slice_spec(32, full, strides, strides, 0, 0)
+    _, base = plans._slice_tiles(geometry, ty, 0)
+    rows, nseg = base[P.rows], base[P.nseg]
+    for slots in (8 * 132 * ty, 3 * 132 * ty, 64 * ty):
+        blocks, p = plans._slice_tiles(geometry, ty, slots)
+        nrows, ntiles = p[P.nrows], p[P.ntiles]
+        assert -(-rows // nrows) * nseg == ntiles and blocks == -(-ntiles // ty)
+        waves = max(1, base[P.ntiles] // slots)
+        groups = max(1, waves * slots // nseg)  # the row groups of those waves
+        used = ntiles // nseg
+        assert used <= groups  # within the waves
+        assert used > groups * rows / (rows + groups)  # but for rows rounded to tiles
 
 
 def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):

@@ -31,6 +31,7 @@ from .warp import SIM
 _UINT = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
 _kernels = Bounded()
 _functions = Bounded()
+_resident = Bounded()
 #: Held while a kernel compiles or its module loads, the first time: numba-cuda's
 #: module loading is not thread-safe.  Two threads launching a kernel for the first
 #: time at once (a threaded dask graph of CuPy chunks) raised "key already in
@@ -177,6 +178,32 @@ class _Launch:
             )
         if err:
             raise RuntimeError(f"dmlnumba: cuLaunchKernel failed: {err!r}")
+
+
+def resident_blocks(k, ctx, threads):
+    """Blocks of ``threads`` threads of kernel ``k`` that the current device runs at
+    once: as many an SM as its registers and shared memory allow, times its SMs
+    (the driver's occupancy calculator; ``ctx``: the current context's handle)."""
+    key = (id(k), ctx, threads)
+    n = _resident.get(key)
+    if n is None:
+        from cuda.bindings import driver
+
+        f = driver.CUfunction(int(function(k, ctx).handle))
+        err, per_sm = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, threads, 0)
+        _check(err)
+        err, dev = driver.cuCtxGetDevice()
+        _check(err)
+        attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+        err, sms = driver.cuDeviceGetAttribute(attr, dev)
+        _check(err)
+        n = _resident.put(key, max(1, per_sm) * sms)
+    return n
+
+
+def _check(err):
+    if err:
+        raise RuntimeError(f"dmlnumba: a CUDA driver call failed: {err!r}")
 
 
 def function(k, ctx):

@@ -221,8 +221,11 @@ class SlicePlan(_Plan):
     def _make(self, which, handle, ctx):
         spec = self.specs[which]
         assert spec is not None  # launch picks the word copy only where there is one
-        bits, blocks, block, params, variant = spec
+        bits, variant, block, geometry = spec
         k = launch.kernel("slice", bits, 0, variant)
+        # Blocks of one wave: the kernel's blocks an SM times the SMs.
+        wave = 0 if SIM else launch.resident_blocks(k, ctx, block[0] * block[1])
+        blocks, params = _slice_tiles(geometry, block[1], wave * block[1])
         return launch.launcher(k, blocks, block, handle, ctx, params)
 
     def launch(self, handle, xp, op, ctx=0):
@@ -263,9 +266,10 @@ def _transposed_rows(shape, strides, itemsize, threads):
 
 
 def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
-    """``(bits, grid, block, params, variant)`` of a copy of ``bits``-bit items,
+    """``(bits, variant, block, geometry)`` of a copy of ``bits``-bit items:
     ``variant`` the kernel's ``(pos32, swap, loads)`` (:func:`make_slice`; ``swap``:
-    0, or the bits of the items each 64-bit word's are reversed in)."""
+    0, or the bits of the items each 64-bit word's are reversed in), ``block`` its
+    threads, ``geometry`` what :func:`_slice_tiles` makes the launch of."""
     inner = shape[-1]
     threads = config.CUDA_THREADS
     items = config.CUDA_SLICE_ITEMS
@@ -273,26 +277,42 @@ def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
     tx = min(threads, max(32, 32 * -(-inner // (32 * items))))
     ty = max(1, threads // tx)
     seg = tx * items
-    nseg = -(-inner // seg)
     rows = 1
     for n in shape[:-1]:
         rows *= n
-    # Up to CUDA_SLICE_ROWS rows a tile, or where rows are short as many as hold as
-    # many elements (the threads go on from row to row), fewer where that leaves
-    # fewer than about CUDA_SLICE_TILES tiles (too few to keep the GPU's memory
-    # system busy).
-    want = max(config.CUDA_SLICE_ROWS, config.CUDA_SLICE_ROWS * seg // inner)
-    nrows = max(1, min(want, rows * nseg // config.CUDA_SLICE_TILES))
-    ntiles = -(-rows // nrows) * nseg
-    blocks = min(-(-ntiles // ty), 1 << 22)
-    # Positions in 32 bits where every one (and a tile's number) is below
+    # Positions in 32 bits where every one (and so a tile's number) is below
     # CUDA_SLICE_32BIT_BELOW, 2**30, which leaves room for a thread's next position
     # and a tile's next: fewer registers, more threads an SM.  8-byte items (also the
     # word copy of contiguous rows) then keep half the loads in flight (the same
     # bytes as 4-byte items): with all of them they spill under that kernel's cap.
-    top = max(sb + extent(shape, ss, 1)[1], db + extent(shape, ds, 1)[1], ntiles)
+    top = max(sb + extent(shape, ss, 1)[1], db + extent(shape, ds, 1)[1])
     pos32 = top < config.CUDA_SLICE_32BIT_BELOW
     loads = LOADS // 2 if pos32 and bits == 64 else LOADS
+    geometry = (shape, ss, ds, sb, db, seg, rows)
+    return (bits, (pos32, swap, loads), (tx, ty), geometry)
+
+
+def _slice_tiles(geometry, ty, slots):
+    """``(grid, params)`` of a slice launch: the copy tiled as (``nrows`` rows, a
+    segment of ``seg`` elements of each), ``ty`` tiles a block.
+
+    Up to CUDA_SLICE_ROWS rows a tile, or where rows are short as many as hold as
+    many elements (the threads go on from row to row), fewer where that leaves
+    fewer than about CUDA_SLICE_TILES tiles (too few to keep the GPU's memory system
+    busy).  ``slots``: the tiles of one wave of resident blocks (0: unknown); the
+    tiles are then spread evenly over whole waves, as many as those rules fill (at
+    least one), so that no last wave runs a few blocks on an idle GPU (short 8-byte
+    rows 4% faster, the small bench window 4%, 2-byte rows 23%, H100,
+    docs/PERFORMANCE.md)."""
+    shape, ss, ds, sb, db, seg, rows = geometry
+    nseg = -(-shape[-1] // seg)
+    want = max(config.CUDA_SLICE_ROWS, config.CUDA_SLICE_ROWS * seg // shape[-1])
+    nrows = max(1, min(want, rows * nseg // config.CUDA_SLICE_TILES))
+    ntiles = -(-rows // nrows) * nseg
+    if slots:
+        groups = max(1, max(1, ntiles // slots) * slots // nseg)  # row groups
+        nrows = -(-rows // groups)
+        ntiles = -(-rows // nrows) * nseg
     params = pack(
         SLICE_CUDA,
         shape=shape,
@@ -307,7 +327,7 @@ def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
         nrows=nrows,
         ntiles=ntiles,
     )
-    return (bits, blocks, (tx, ty), tuple(params.tolist()), (pos32, swap, loads))
+    return min(-(-ntiles // ty), 1 << 22), tuple(params.tolist())
 
 
 # ------------------------------------------------------------------------- plans
