@@ -417,9 +417,9 @@ def test_cuda_parameter_blocks_travel_by_value():
 )
 def test_cuda_slice_tiles_fill_whole_waves(shape, inner):
     """Given the tiles one wave of resident blocks runs (``slots``), slice1's tiles are
-    spread evenly over whole waves: as many waves as the default tiling fills (at least
-    one), full but for the rounding of rows to whole tiles; every row in exactly one
-    tile."""
+    spread evenly over whole waves (as many as the default tiling fills, at least one,
+    full but for the rounding of rows to whole tiles) where that fills the waves'
+    slots better than the default tiling; every row in exactly one tile."""
     from dmlnumba.gpu import plans
     from dmlnumba.params import SLICE_CUDA as P
 
@@ -428,15 +428,20 @@ def test_cuda_slice_tiles_fill_whole_waves(shape, inner):
     _, _, (tx, ty), geometry = plans._slice_spec(32, full, strides, strides, 0, 0)
     _, base = plans._slice_tiles(geometry, ty, 0)
     rows, nseg = base[P.rows], base[P.nseg]
-    for slots in (8 * 132 * ty, 3 * 132 * ty, 64 * ty):
+    spread = 0
+    for slots in (8 * 132 * ty, 3 * 132 * ty, 4 * 132 * ty, 64 * ty):
         blocks, p = plans._slice_tiles(geometry, ty, slots)
         nrows, ntiles = p[P.nrows], p[P.ntiles]
         assert -(-rows // nrows) * nseg == ntiles and blocks == -(-ntiles // ty)
-        waves = max(1, base[P.ntiles] // slots)
-        groups = max(1, waves * slots // nseg)  # the row groups of those waves
-        used = ntiles // nseg
-        assert used <= groups  # within the waves
-        assert used > groups * rows / (rows + groups)  # but for rows rounded to tiles
+        fill = plans._wave_fill(ntiles, slots)
+        assert fill >= plans._wave_fill(base[P.ntiles], slots)
+        if ntiles != base[P.ntiles]:  # spread: within whole waves, nearly full
+            spread += 1
+            waves = max(1, base[P.ntiles] // slots)
+            groups = max(1, waves * slots // nseg)  # the row groups of those waves
+            used = ntiles // nseg
+            assert used <= groups and used > groups * rows / (rows + groups)
+    assert spread or rows < 4096  # the short-row windows are spread at some slots
 
 
 def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):

@@ -301,9 +301,9 @@ def _slice_tiles(geometry, ty, slots):
     fewer than about CUDA_SLICE_TILES tiles (too few to keep the GPU's memory system
     busy).  ``slots``: the tiles of one wave of resident blocks (0: unknown); the
     tiles are then spread evenly over whole waves, as many as those rules fill (at
-    least one), so that no last wave runs a few blocks on an idle GPU (short 8-byte
-    rows 4% faster, the small bench window 4%, 2-byte rows 23%, H100,
-    docs/PERFORMANCE.md)."""
+    least one), where whole rows let that fill the waves better, so that no last
+    wave runs a few blocks on an idle GPU (short 8-byte rows 6% faster, the small
+    bench window 4%, 2-byte rows 11%, H100, docs/PERFORMANCE.md)."""
     shape, ss, ds, sb, db, seg, rows = geometry
     nseg = -(-shape[-1] // seg)
     want = max(config.CUDA_SLICE_ROWS, config.CUDA_SLICE_ROWS * seg // shape[-1])
@@ -311,8 +311,10 @@ def _slice_tiles(geometry, ty, slots):
     ntiles = -(-rows // nrows) * nseg
     if slots:
         groups = max(1, max(1, ntiles // slots) * slots // nseg)  # row groups
-        nrows = -(-rows // groups)
-        ntiles = -(-rows // nrows) * nseg
+        even = -(-rows // groups)
+        tiles = -(-rows // even) * nseg
+        if _wave_fill(tiles, slots) > _wave_fill(ntiles, slots):  # rows are whole
+            nrows, ntiles = even, tiles
     params = pack(
         SLICE_CUDA,
         shape=shape,
@@ -328,6 +330,11 @@ def _slice_tiles(geometry, ty, slots):
         ntiles=ntiles,
     )
     return min(-(-ntiles // ty), 1 << 22), tuple(params.tolist())
+
+
+def _wave_fill(tiles, slots):
+    """The share of the tile slots of the waves ``tiles`` tiles take that they fill."""
+    return tiles / (-(-tiles // slots) * slots)
 
 
 # ------------------------------------------------------------------------- plans
