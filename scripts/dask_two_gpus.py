@@ -13,10 +13,11 @@ values, 1 the blockwise layers dask fuses the input's tasks into, 0 the material
 it prints the tasks per block (before and after dask's optimization) and the graph-build
 and optimization times, then per run (best of ``--repeats``): ``nonzero`` on the held input
 (submit, every block's rows done, the count back on the client: the figure the ratio
-compares), generate+nonzero end to end (as issue 37 measured it), and from the workers' task
+compares), generate+nonzero end to end (as issue 37 measured it), from the workers' task
 streams where the time went (compute per task kind; busy, transfer and idle time per
-worker).  Every result is checked against an independent CuPy graph (``cupy.argwhere`` per
-block, shifted by the block's position), block by block on the workers, and the count
+worker), and the scheduler's floor: the same graph whose blocks do no GPU work.  Every
+result is checked against an independent CuPy graph (``cupy.argwhere`` per block,
+shifted by the block's position), block by block on the workers, and the count
 against the sum of its rows.  Ends with each ratio (two GPUs / one GPU; issue 37's target
 0.55) and ``MATCH`` or ``MISMATCH`` (exit 1).  It cannot hang: every wait has a timeout,
 ``--timeout`` bounds the whole run (exit 2), and the scheduler and workers are killed on
@@ -91,6 +92,13 @@ def ref_block(x, block_info=None):
         r = xp.argwhere(x).astype(xp.uint32)
         r[:, 0] += block_info[0]["array-location"][0][0]
         return r
+
+
+def find_nothing(block, width, dtype=None):
+    """A stand-in for ``dmlnumba.nonzero_coordinates`` that launches nothing: a count of 0
+    and no rows (the scheduler's floor of nonzero's graph)."""
+    xp = _xp()
+    return xp.zeros(1, dtype), xp.empty((0, width), dtype)
 
 
 def same(a, b):
@@ -356,6 +364,26 @@ def distributed_runs(a, x_of, results):
                     flush=True,
                 )
                 print(where_time_went(stream, wall), flush=True)
+                # The scheduler's floor: the same graph (same tasks, same dependencies) whose
+                # blocks do no GPU work (nonzero's op replaced by one that finds nothing).
+                from dmlnumba import chunked
+
+                fc, fxy = chunked.nonzero(xp, None, np.uint32, None, None, "floor", find_nothing)
+                floors = []
+                for _ in range(a.repeats):
+                    t = time.perf_counter()
+                    pc, pxy = client.persist([fc, fxy], workers=on)
+                    wait([pc, pxy], timeout=WAIT)
+                    client.compute(pc).result(timeout=WAIT)
+                    floors.append(time.perf_counter() - t)
+                    del pc, pxy
+                    forget(client, _keys(fc, fxy))
+                results[("distributed floor", graph, label)] = min(floors)
+                print(
+                    f"  {graph} graph with no GPU work (the scheduler's floor): best of "
+                    f"{a.repeats} {min(floors):.3f} s, {min(floors) / wall:.0%} of the nonzero's",
+                    flush=True,
+                )
                 # The independent check, block by block on the workers.
                 pc, pxy = client.persist([cp, xyp], workers=on)
                 wait([pc, pxy], timeout=WAIT)
