@@ -200,6 +200,13 @@ def start_cluster(tmp, threads):
                     "--nworkers",
                     "1",
                     "--no-dashboard",
+                    # No host memory limit: distributed counts CuPy blocks as host memory
+                    # and, above 60% of the limit (the machine's memory, or its cgroup's),
+                    # spills them to disk; with 8 GiB on one worker that made the one-GPU
+                    # runs take 5-11 s (dask-cuda's workers likewise set no host limit on
+                    # device memory).
+                    "--memory-limit",
+                    "0",
                     "--name",
                     f"gpu{gpu}",
                 ],
