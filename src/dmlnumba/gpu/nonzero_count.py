@@ -233,6 +233,15 @@ def count_transposed(src, src_base, mask, masks, tile, warp, nwarps, lane, g, ro
     here = q0 + i < rows
     row = src_base + offset(coords, strides, ndim) + i  # rows one element apart
     bal = cuda.local.array(STRIDED_LOADS, uint32)
+    # The multiply that gathers a row's C bits of a ballot (U >= C): bits kk * U to
+    # top + kk, top = (C - 1) * (U - 1).
+    top = (C - 1) * (U - 1)
+    spaced = 0
+    gather = 0
+    for kk in range(C):
+        spaced |= 1 << (kk * U)
+        gather |= 1 << (top - kk * (U - 1))
+    low = (1 << C) - 1
     cb = warp
     while cb < wpr:
         p = row + (cb * 32 + k) * s_last
@@ -244,8 +253,15 @@ def count_transposed(src, src_base, mask, masks, tile, warp, nwarps, lane, g, ro
         if lane < U:
             w = uint32(0)
             for s in range(U):
-                for kk in range(C):
-                    bit = uint32(uint32(bal[s] >> uint32(kk * U + lane)) & uint32(1))
-                    w = uint32(w | uint32(bit << uint32(s * C + kk)))
+                if U >= C:
+                    # Bits lane, lane + U, ... of the ballot next to each other by one
+                    # multiply (no two partial products meet where U >= C).
+                    y = uint64(uint32(bal[s] >> uint32(lane)) & uint32(spaced))
+                    b = uint32(uint64(y * uint64(gather)) >> uint64(top)) & uint32(low)
+                    w = uint32(w | uint32(b << uint32(s * C)))
+                else:
+                    for kk in range(C):
+                        bit = uint32(uint32(bal[s] >> uint32(kk * U + lane)) & uint32(1))
+                        w = uint32(w | uint32(bit << uint32(s * C + kk)))
             masks[uint64(lane * wpr + cb)] = w
         cb += nwarps
