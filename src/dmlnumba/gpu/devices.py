@@ -23,7 +23,7 @@ from typing import Any
 
 from numba import cuda
 
-from .memory import current_context
+from .memory import check, current_context
 from .warp import SIM
 
 _handles: dict[int, int] = {}  # device ordinal -> its primary context's handle
@@ -130,18 +130,11 @@ def device_of(obj, lib, ptr):
     return pointer_device(ptr)
 
 
-def _check(err, what):
-    from cuda.bindings import driver
-
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"dmlnumba: {what} failed: {err!r}")
-
-
 def _event():
     from cuda.bindings import driver
 
     err, ev = driver.cuEventCreate(int(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING))
-    _check(err, "cuEventCreate")
+    check(err, "cuEventCreate")
     return ev
 
 
@@ -155,9 +148,9 @@ def peer_copy(dst, dst_dev, src, src_dev, nbytes, src_stream, dst_stream):
     from cuda.bindings import driver
 
     ready = _event()  # in dst_dev's context, recorded on its stream
-    _check(driver.cuEventRecord(ready, dst_stream)[0], "cuEventRecord")
+    check(driver.cuEventRecord(ready, dst_stream)[0], "cuEventRecord")
     with on(src_dev):
-        _check(driver.cuStreamWaitEvent(src_stream, ready, 0)[0], "cuStreamWaitEvent")
+        check(driver.cuStreamWaitEvent(src_stream, ready, 0)[0], "cuStreamWaitEvent")
         (err,) = driver.cuMemcpyPeerAsync(
             dst,
             driver.CUcontext(context_handle(dst_dev)),
@@ -166,10 +159,10 @@ def peer_copy(dst, dst_dev, src, src_dev, nbytes, src_stream, dst_stream):
             nbytes,
             src_stream,
         )
-        _check(err, "cuMemcpyPeerAsync")
+        check(err, "cuMemcpyPeerAsync")
         done = _event()
-        _check(driver.cuEventRecord(done, src_stream)[0], "cuEventRecord")
-    _check(driver.cuStreamWaitEvent(dst_stream, done, 0)[0], "cuStreamWaitEvent")
+        check(driver.cuEventRecord(done, src_stream)[0], "cuEventRecord")
+    check(driver.cuStreamWaitEvent(dst_stream, done, 0)[0], "cuStreamWaitEvent")
     # Destroyed while pending: the driver releases them once they complete.
     driver.cuEventDestroy(ready)
     driver.cuEventDestroy(done)

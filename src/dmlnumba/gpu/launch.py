@@ -24,6 +24,7 @@ from .. import config
 from .._internals import function_handle
 from ..caches import Bounded
 from ..params import NONZERO_CUDA, SLICE_CUDA, size
+from .memory import check
 from .nonzero_kernel import make_nonzero
 from .slice_kernel import make_slice
 from .warp import SIM
@@ -191,19 +192,14 @@ def resident_blocks(k, ctx, threads):
 
         f = driver.CUfunction(int(function(k, ctx).handle))
         err, per_sm = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, threads, 0)
-        _check(err)
+        check(err, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
         err, dev = driver.cuCtxGetDevice()
-        _check(err)
+        check(err, "cuCtxGetDevice")
         attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
         err, sms = driver.cuDeviceGetAttribute(attr, dev)
-        _check(err)
+        check(err, "cuDeviceGetAttribute")
         n = _resident.put(key, max(1, per_sm) * sms)
     return n
-
-
-def _check(err):
-    if err:
-        raise RuntimeError(f"dmlnumba: a CUDA driver call failed: {err!r}")
 
 
 def function(k, ctx):

@@ -135,14 +135,20 @@ def _close_on(buf, handle):
     buf.close(core_stream(handle))
 
 
+def check(err, what):
+    """Raise where the CUDA driver call ``what`` returned the error ``err``."""
+    from cuda.bindings import driver
+
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"dmlnumba: {what} failed: {err!r}")
+
+
 def zero(ptr, nbytes, handle):
     """Zero ``nbytes`` (a multiple of 4) at ``ptr`` on the stream: a memset, which a
     CUDA graph captures."""
     from cuda.bindings import driver
 
-    (err,) = driver.cuMemsetD32Async(ptr, 0, nbytes // 4, handle)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuMemsetD32Async failed: {err}")
+    check(driver.cuMemsetD32Async(ptr, 0, nbytes // 4, handle)[0], "cuMemsetD32Async")
 
 
 def upload(host, handle, device=None):
@@ -155,6 +161,5 @@ def upload(host, handle, device=None):
     ptr = int(buf.handle)
     if host.nbytes:
         (err,) = driver.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, handle)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"cuMemcpyHtoDAsync failed: {err}")
+        check(err, "cuMemcpyHtoDAsync")
     return buf, ptr
