@@ -33,6 +33,7 @@ cases += [("nonzero", 32, 32, (narrow, w)) for narrow in (True, False) for w in 
 cases += [("nonzero", 32, ob, (True, 1)) for ob in (32, 64)]
 cases += [("nonzero", sb, 32, (True, 2, u)) for sb, u in ((8, 8), (32, 8), (64, 4))]  # transposed
 cases += [("slice", 64, 0, (True, swap, 4)) for swap in (0, 8, 16, 32)]  # 32-bit words
+cases += [("gather", sb, 0, "gather") for sb in (8, 16, 32, 64)]  # one element a thread
 only = sys.argv[1:]
 for name, sb, ob, variant in cases:
     if only and str(variant) not in only:

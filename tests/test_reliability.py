@@ -393,7 +393,7 @@ def test_cuda_parameter_blocks_travel_by_value():
     address that a replay would read after it was freed)."""
     from dmlnumba.gpu import plans
     from dmlnumba.gpu import target as target_cuda
-    from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, size
+    from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
 
     x = target_cuda._new_view((4, 5), np.dtype(np.float32))
     count = target_cuda._new_view((1,), np.dtype(np.uint32))
@@ -402,12 +402,23 @@ def test_cuda_parameter_blocks_travel_by_value():
     assert len(p.params) == size(NONZERO_CUDA)
     assert all(type(v) is int for v in p.params)
     assert p.params[NONZERO_CUDA.total] == 20 and p.params[NONZERO_CUDA.width] == 2
-    s = plans.SlicePlan(x, (0, 4), (1, -1), target_cuda._new_view((4, 5), x.dtype))
-    for spec in s.specs:
-        if spec is not None:
-            for slots in (0, 3 * 132 * spec[2][1]):
-                _, params = plans._slice_tiles(spec[3], spec[2][1], slots)
-                assert len(params) == size(SLICE_CUDA) and all(type(v) is int for v in params)
+    kinds = set()
+    for dtype in (np.float32, np.uint8):  # the gather kernel, the tiles
+        y = target_cuda._new_view((4, 5), np.dtype(dtype))
+        s = plans.SlicePlan(y, (0, 4), (1, -1), target_cuda._new_view((4, 5), y.dtype))
+        for spec in s.specs:
+            if spec is not None and spec[1] == "gather":
+                kinds.add("gather")
+                _, params = plans._gather_grid(spec[3], spec[2])
+                assert len(params) == size(SLICE_GATHER_CUDA)
+                assert all(type(v) is int for v in params)
+            elif spec is not None:
+                kinds.add("tiles")
+                for slots in (0, 3 * 132 * spec[2][1]):
+                    _, params = plans._slice_tiles(spec[3], spec[2][1], slots)
+                    assert len(params) == size(SLICE_CUDA)
+                    assert all(type(v) is int for v in params)
+    assert kinds == {"gather", "tiles"}
 
 
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")

@@ -56,10 +56,19 @@ def _run(x, params, device, small, out=None):
 @pytest.mark.parametrize("device", DEVICES)
 @given(data=st.data())
 def test_random_windows_match_numpy(device, data):
+    """Random windows of random arrays; on CUDA by the gather kernel or the tiles
+    (CUDA_SLICE_GATHER drawn)."""
+    from dmlnumba import config
+
     x = data.draw(arrays())
     params = data.draw(windows(x.shape))
     small = data.draw(st.booleans())
-    got = to_host(_run(x, params, device, small))
+    saved = config.CUDA_SLICE_GATHER
+    config.CUDA_SLICE_GATHER = data.draw(st.sampled_from([0, 1]))
+    try:
+        got = to_host(_run(x, params, device, small))
+    finally:
+        config.CUDA_SLICE_GATHER = saved
     want = slice1_reference(x, *params)
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(bits(got), bits(want))
@@ -178,7 +187,14 @@ def test_contiguous_rows_copied_as_words(device, dtype, shift, monkeypatch):
     np.testing.assert_array_equal(to_host(dbuf)[shift:].reshape(want.shape), want)
     if device == "cuda":
         bits = 8 * np.dtype(dtype).itemsize
-        assert [p[:2] for p in paths] == [("slice", 64 if shift == 0 else bits)]
+        assert [p[:2] for p in paths] == [("slice", 64) if shift == 0 else element_copy(bits)]
+
+
+def element_copy(bits):
+    """The kernel that copies a window of ``bits``-bit items element by element
+    (contiguous or reversed rows): the gather for 4- and 8-byte items, the tiles for
+    smaller ones."""
+    return ("gather" if bits >= 32 else "slice", bits)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -197,7 +213,7 @@ def test_reversed_rows_copied_as_words(device, dtype, shift, monkeypatch):
     np.testing.assert_array_equal(to_host(got), want)
     if device == "cuda":
         bits = 8 * np.dtype(dtype).itemsize
-        assert [p[:2] for p in paths] == [("slice", 64 if shift == 0 else bits)]
+        assert [p[:2] for p in paths] == [("slice", 64) if shift == 0 else element_copy(bits)]
     # The 1-d reversal of a whole array, where every word is aligned.
     y = (np.arange(4096) % 253).astype(dtype)
     got = dmlnumba.slice1(to_device(y, device), (0,), (4096,), (-1,), device=device)
@@ -206,18 +222,21 @@ def test_reversed_rows_copied_as_words(device, dtype, shift, monkeypatch):
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
 @pytest.mark.parametrize("below", [1 << 30, 0])
-def test_cuda_slice_kernel_variants(below, monkeypatch):
+@pytest.mark.parametrize("gather", [0, 1])
+def test_cuda_slice_kernel_variants(below, gather, monkeypatch):
     """The CUDA slice kernel keeps positions in 32 bits where every position (and
     tile) is below CUDA_SLICE_32BIT_BELOW, else in 64; both copy every window the
     same: reversed and strided dimensions, element copies, a tile count that wraps
     the next-to-last dimension, rows shorter than a warp, into a strided output.  The
     8-byte word copy (of contiguous or reversed rows) in 32-bit positions keeps half
-    the loads in flight."""
+    the loads in flight.  With CUDA_SLICE_GATHER, the element copies of 4-byte items
+    in 32-bit positions take the gather kernel instead, the word copies stay."""
     from dmlnumba import config
     from dmlnumba.gpu import launch
     from dmlnumba.gpu.slice_kernel import LOADS
 
     monkeypatch.setattr(config, "CUDA_SLICE_32BIT_BELOW", below)
+    monkeypatch.setattr(config, "CUDA_SLICE_GATHER", gather)
     monkeypatch.setattr(config, "CUDA_SLICE_ROWS", 3)
     variants = []
     real = launch.kernel
@@ -241,7 +260,10 @@ def test_cuda_slice_kernel_variants(below, monkeypatch):
         got = dmlnumba.slice1(to_device(x, "cuda"), *dmlnumba.window(x.shape, idx), device="cuda")
         np.testing.assert_array_equal(to_host(got), want)
         loads = LOADS // 2 if below and nbits == 64 else LOADS
-        assert variants[-1] == ("slice", nbits, (below > 0, swap, loads))
+        if gather and below and nbits == 32:
+            assert variants[-1] == ("gather", 32, (False, 0))
+        else:
+            assert variants[-1] == ("slice", nbits, (below > 0, swap, loads))
         buf = np.zeros(want.shape + (2,), np.float32)  # into every other element
         out = device_view(to_device(buf, "cuda"), lambda a: a[..., 0], buf)
         dmlnumba.slice1(to_device(x, "cuda"), *dmlnumba.window(x.shape, idx), out=out)

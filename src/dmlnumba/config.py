@@ -123,6 +123,14 @@ CUDA_SLICE_32BIT_BELOW = 1 << 30
 #: 64-bit kernel (118 registers) fits two (docs/PERFORMANCE.md).
 CUDA_SLICE_32BIT_REGISTERS = 80
 
+#: CUDA slice1: 1 copies windows of 4- and 8-byte items, and windows whose rows are
+#: read with a step, by the gather kernel (one output element a thread, its source
+#: found by a division per dimension) where every position is below
+#: CUDA_SLICE_32BIT_BELOW and the rows are not copied as 8-byte words; 0 keeps
+#: them on the tiled kernel.  Tests set it to 0 to run the tiled kernel on every
+#: window (docs/PERFORMANCE.md).
+CUDA_SLICE_GATHER = 1
+
 #: The measurements behind the CUDA settings are in docs/PERFORMANCE.md ("Settings").
 
 
@@ -146,6 +154,7 @@ _RANGES = {
     "CUDA_SLICE_TILES": (1, 1 << 24, 1),
     "CUDA_SLICE_32BIT_BELOW": (0, 1 << 31, 1),
     "CUDA_SLICE_32BIT_REGISTERS": (0, 255, 1),
+    "CUDA_SLICE_GATHER": (0, 1, 1),
 }
 
 #: What was wrong with the environment's settings (None: nothing); every call

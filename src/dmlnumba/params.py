@@ -72,6 +72,23 @@ SLICE_CUDA = declare(
     ),
 )
 
+#: The CUDA slice1 gather kernel's block (see :func:`dmlnumba.gpu.slice_kernel.make_gather`).
+SLICE_GATHER_CUDA = declare(
+    "SliceGatherCuda",
+    # magic, shift: dividing by shape[d] with a multiply (dmlnumba.layout.divisor32)
+    # The rows right-aligned: dimension k of ndim in slot MAXD - ndim + k (the slots
+    # before it 0), so that the kernel reads each by a literal slot.
+    rows=("shape", "src_strides", "dst_strides", "magic", "shift"),
+    scalars=(
+        "src_base",  # index of the window's first element in the flat source
+        "dst_base",  # index of the output's first element in the flat destination
+        "ndim",
+        "total",  # elements copied
+        "src_stride0",  # the first dimension's strides
+        "dst_stride0",
+    ),
+)
+
 #: The CUDA nonzero kernel's block (see :mod:`dmlnumba.gpu.nonzero_kernel`).
 NONZERO_CUDA = declare(
     "NonzeroCuda",

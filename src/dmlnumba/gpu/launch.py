@@ -23,10 +23,10 @@ from numba import cuda, types
 from .. import config
 from .._internals import function_handle
 from ..caches import Bounded
-from ..params import NONZERO_CUDA, SLICE_CUDA, size
+from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
 from .memory import check
 from .nonzero_kernel import make_nonzero
-from .slice_kernel import make_slice
+from .slice_kernel import make_gather, make_slice
 from .warp import SIM
 
 _UINT = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
@@ -51,6 +51,8 @@ def python_kernel(name, src_bits, variant=(False, 0), regs=0):
     another (a changed ``CUDA_NONZERO_MAX_REGISTERS`` never reached a warm cache)."""
     if name == "slice":
         return make_slice(_UINT[src_bits], *variant, regs=regs)
+    if name == "gather":
+        return make_gather(_UINT[src_bits])
     return make_nonzero(128 // src_bits, _UINT[src_bits], *variant, regs=regs)
 
 
@@ -61,8 +63,9 @@ def signature(name, src_bits, out_bits=0):
     u = _UINT[src_bits]
     p = types.CPointer
     args: tuple[types.Type, ...]
-    if name == "slice":
-        args = (types.UniTuple(types.int64, size(SLICE_CUDA)), p(u), p(u))
+    if name in ("slice", "gather"):
+        block = SLICE_CUDA if name == "slice" else SLICE_GATHER_CUDA
+        args = (types.UniTuple(types.int64, size(block)), p(u), p(u))
     else:
         o = _UINT[out_bits]
         args = (types.UniTuple(types.int64, size(NONZERO_CUDA)), p(u), types.uint64)
@@ -75,8 +78,10 @@ def kernel(name, src_bits, out_bits=0, variant=(False, 0)):
     path: a cache lookup)."""
     if name == "nonzero":
         regs = config.CUDA_NONZERO_MAX_REGISTERS
-    else:
+    elif name == "slice":
         regs = config.CUDA_SLICE_32BIT_REGISTERS if variant[0] else 0
+    else:
+        regs = 0
     key = (name, src_bits, out_bits, regs, variant)
     k = _kernels.get(key)
     if k is None:

@@ -13,12 +13,12 @@ from .. import config
 from .._internals import array_arg
 from ..caches import Bounded
 from ..layout import c_strides, divisor, divisor32, extent, slice_geometry
-from ..params import NONZERO_CUDA, SLICE_CUDA, pack
+from ..params import MAXD, NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, MAX_MASKS_TRANSPOSED, RING, STAGE_WORDS
-from .slice_kernel import LOADS
+from .slice_kernel import GATHER_LOADS, LOADS
 from .views import Flat, host_view
 from .warp import SIM
 
@@ -191,6 +191,16 @@ class SlicePlan(_Plan):
         shape, ss, ds = (tuple(int(v) for v in r) for r in geom)
         sb, db = sbase + off, dbase
         narrow = _slice_spec(8 * x.itemsize, shape, ss, ds, sb, db)
+        if (
+            config.CUDA_SLICE_GATHER
+            and narrow[1][0]  # every position in 32 bits
+            and (x.itemsize >= 4 or ss[-1] not in (1, -1))
+        ):
+            # Items of 4 and 8 bytes, and rows read with a step: one element a thread
+            # (make_gather), 0.82-0.94 of the tiles' time on such windows (2-byte rows
+            # with a step of 2: 1.02-1.08); the tiles stay faster on rows of 1- and
+            # 2-byte items read contiguously or reversed (docs/PERFORMANCE.md).
+            narrow = (8 * x.itemsize, "gather", config.CUDA_THREADS, narrow[3])
         wide = None
         k = 8 // x.itemsize
         # Rows contiguous in both arrays (``swap`` 0), or reversed in the input
@@ -222,6 +232,10 @@ class SlicePlan(_Plan):
         spec = self.specs[which]
         assert spec is not None  # launch picks the word copy only where there is one
         bits, variant, block, geometry = spec
+        if variant == "gather":
+            blocks, params = _gather_grid(geometry, block)
+            k = launch.kernel("gather", bits)
+            return launch.launcher(k, blocks, block, handle, ctx, params)
         k = launch.kernel("slice", bits, 0, variant)
         # Blocks of one wave: the kernel's blocks an SM times the SMs.
         wave = 0 if SIM else launch.resident_blocks(k, ctx, block[0] * block[1])
@@ -330,6 +344,34 @@ def _slice_tiles(geometry, ty, slots):
         ntiles=ntiles,
     )
     return min(-(-ntiles // ty), 1 << 22), tuple(params.tolist())
+
+
+def _gather_grid(geometry, threads):
+    """``(grid, params)`` of a launch of the gather kernel
+    (:func:`~dmlnumba.gpu.slice_kernel.make_gather`) over ``geometry`` (as
+    :func:`_slice_spec` makes it): ``GATHER_LOADS`` elements a thread, blocks of
+    ``threads``, every element in one pass where the grid allows."""
+    shape, ss, ds, sb, db, _, _ = geometry
+    total = 1
+    for n in shape:
+        total *= n
+    pad = (0,) * (MAXD - len(shape))  # the rows right-aligned
+    divs = [divisor32(n) for n in shape]
+    params = pack(
+        SLICE_GATHER_CUDA,
+        shape=pad + shape,
+        src_strides=pad + ss,
+        dst_strides=pad + ds,
+        magic=pad + tuple(m for m, _ in divs),
+        shift=pad + tuple(h for _, h in divs),
+        src_base=sb,
+        dst_base=db,
+        ndim=len(shape),
+        total=total,
+        src_stride0=ss[0],
+        dst_stride0=ds[0],
+    )
+    return min(-(-total // (threads * GATHER_LOADS)), 1 << 22), tuple(params.tolist())
 
 
 def _wave_fill(tiles, slots):

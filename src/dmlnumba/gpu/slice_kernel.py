@@ -10,13 +10,20 @@ before it stores any (:data:`LOADS`; half as many of 8-byte items in 32-bit
 positions), along its row segment and on into the next rows, so that many are in
 flight whatever the rows' length (one body; ``loads`` is a compile-time constant,
 so the loops unroll into registers).
+
+The gather kernel (:func:`make_gather`) copies windows of 4- and 8-byte items and
+windows whose rows are read with a step (the plan chooses, docs/PERFORMANCE.md):
+one output element a thread and step, its source and destination found by a
+32-bit division by a multiply per dimension, ``GATHER_LOADS`` loads in flight.
 """
 
-from numba import cuda, int32, int64, uint64
+from numba import cuda, int32, int64, uint32, uint64
 
 from ..params import MAXD, rows_copier
 from ..params import SLICE_CUDA as P
+from ..params import SLICE_GATHER_CUDA as G
 from .indexmath import row_start
+from .nonzero_write import divide32
 from .warp import agent
 
 #: The parameter block's rows (the layout), from the kernel's parameters into shared
@@ -149,3 +156,85 @@ def make_slice(item, narrow=False, swap=0, loads=LOADS, *, regs=0):
             tile = I(tile + step)
 
     return slice_copy
+
+
+#: Loads each thread of the gather kernel has in flight.
+GATHER_LOADS = 4
+
+
+def _gather_offsets_source():
+    """The source of ``offsets(p, e, lo)``: the source and destination offsets of
+    element ``e`` (of the copy's row-major order) from a
+    :data:`~dmlnumba.params.SLICE_GATHER_CUDA` block ``p`` passed by value, its
+    dimensions in slots ``lo + 1 ..`` of each row (``lo = MAXD - ndim``; the first
+    dimension's strides are scalars).  Straight-line code, each slot read by a
+    literal index (a kernel parameter, no shared-memory copy), one 32-bit division
+    by a multiply per dimension but the first, the innermost first."""
+    lines = ["def offsets(p, e, lo):", "    s = int32(0)", "    d = int32(0)"]
+    for k in range(MAXD - 1, 0, -1):
+        lines += [
+            f"    if lo < {k}:",
+            f"        q = int32(divide32(uint32(e), uint32(p[{G.magic + k}]), "
+            f"uint32(p[{G.shift + k}])))",
+            f"        c = int32(e - q * int32(p[{G.shape + k}]))",
+            f"        s = int32(s + c * int32(p[{G.src_strides + k}]))",
+            f"        d = int32(d + c * int32(p[{G.dst_strides + k}]))",
+            "        e = q",
+        ]
+    lines += [
+        f"    s = int32(s + e * int32(p[{G.src_stride0}]))",
+        f"    d = int32(d + e * int32(p[{G.dst_stride0}]))",
+        "    return s, d",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _gather_offsets():
+    scope = {"int32": int32, "uint32": uint32, "divide32": divide32}
+    exec(compile(_gather_offsets_source(), "<slice_kernel.offsets>", "exec"), scope)
+    return agent(scope["offsets"])
+
+
+gather_offsets = _gather_offsets()
+
+
+def make_gather(item, loads=GATHER_LOADS):
+    """The gather kernel for elements of numba type ``item``: ``(p, src, dst)``, ``p``
+    a :data:`~dmlnumba.params.SLICE_GATHER_CUDA` block passed by value.  Thread
+    ``t`` of ``T`` copies output elements ``t``, ``t + T``, ... (in the copy's
+    row-major order), ``loads`` at a time: each element's positions by
+    :data:`gather_offsets` (every position below 2**30), then all the loads, then
+    the stores.  Consecutive threads copy consecutive elements, so short rows and
+    rows read with a step keep every lane busy (CuPy's elementwise copy has this
+    shape, with 64-bit divisions)."""
+
+    def gather(params, src, dst):
+        p = params
+        lo = MAXD - p[G.ndim]
+        total = p[G.total]
+        sb = int32(p[G.src_base])
+        db = int32(p[G.dst_base])
+        v = cuda.local.array(loads, item)
+        sa = cuda.local.array(loads, int32)
+        da = cuda.local.array(loads, int32)
+        # The element counter in 64 bits (numba's integer arithmetic): its last step
+        # may pass 2**31.
+        step = int64(cuda.gridDim.x * cuda.blockDim.x)
+        i = int64(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
+        while i < total:
+            n = 0
+            for u in range(loads):
+                if i + u * step < total:
+                    s, d = gather_offsets(p, int32(i + u * step), lo)
+                    sa[u] = int32(sb + s)
+                    da[u] = int32(db + d)
+                    n = u + 1
+            for u in range(loads):
+                if u < n:
+                    v[u] = src[sa[u]]
+            for u in range(loads):
+                if u < n:
+                    dst[da[u]] = v[u]
+            i += loads * step
+
+    return gather
