@@ -409,7 +409,7 @@ def test_cuda_parameter_blocks_travel_by_value():
         for spec in s.specs:
             if spec is not None and spec[1] == "gather":
                 kinds.add("gather")
-                _, params = plans._gather_grid(spec[3], spec[2])
+                _, params = plans._gather_grid(spec[3], spec[2], 4)
                 assert len(params) == size(SLICE_GATHER_CUDA)
                 assert all(type(v) is int for v in params)
             elif spec is not None:

@@ -26,7 +26,7 @@ from ..caches import Bounded
 from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
 from .memory import check
 from .nonzero_kernel import make_nonzero
-from .slice_kernel import make_gather, make_slice
+from .slice_kernel import gather_loads, make_gather, make_slice
 from .warp import SIM
 
 _UINT = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
@@ -52,7 +52,7 @@ def python_kernel(name, src_bits, variant=(False, 0), regs=0):
     if name == "slice":
         return make_slice(_UINT[src_bits], *variant, regs=regs)
     if name == "gather":
-        return make_gather(_UINT[src_bits])
+        return make_gather(_UINT[src_bits], gather_loads(src_bits))
     return make_nonzero(128 // src_bits, _UINT[src_bits], *variant, regs=regs)
 
 

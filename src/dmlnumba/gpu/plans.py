@@ -18,7 +18,7 @@ from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, MAX_MASKS_TRANSPOSED, RING, STAGE_WORDS
-from .slice_kernel import GATHER_LOADS, LOADS
+from .slice_kernel import LOADS, gather_loads
 from .views import Flat, host_view
 from .warp import SIM
 
@@ -233,7 +233,7 @@ class SlicePlan(_Plan):
         assert spec is not None  # launch picks the word copy only where there is one
         bits, variant, block, geometry = spec
         if variant == "gather":
-            blocks, params = _gather_grid(geometry, block)
+            blocks, params = _gather_grid(geometry, block, gather_loads(bits))
             k = launch.kernel("gather", bits)
             return launch.launcher(k, blocks, block, handle, ctx, params)
         k = launch.kernel("slice", bits, 0, variant)
@@ -346,10 +346,10 @@ def _slice_tiles(geometry, ty, slots):
     return min(-(-ntiles // ty), 1 << 22), tuple(params.tolist())
 
 
-def _gather_grid(geometry, threads):
+def _gather_grid(geometry, threads, loads):
     """``(grid, params)`` of a launch of the gather kernel
     (:func:`~dmlnumba.gpu.slice_kernel.make_gather`) over ``geometry`` (as
-    :func:`_slice_spec` makes it): ``GATHER_LOADS`` elements a thread, blocks of
+    :func:`_slice_spec` makes it): ``loads`` elements a thread, blocks of
     ``threads``, every element in one pass where the grid allows."""
     shape, ss, ds, sb, db, _, _ = geometry
     total = 1
@@ -371,7 +371,7 @@ def _gather_grid(geometry, threads):
         src_stride0=ss[0],
         dst_stride0=ds[0],
     )
-    return min(-(-total // (threads * GATHER_LOADS)), 1 << 22), tuple(params.tolist())
+    return min(-(-total // (threads * loads)), 1 << 22), tuple(params.tolist())
 
 
 def _wave_fill(tiles, slots):

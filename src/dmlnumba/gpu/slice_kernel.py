@@ -158,8 +158,14 @@ def make_slice(item, narrow=False, swap=0, loads=LOADS, *, regs=0):
     return slice_copy
 
 
-#: Loads each thread of the gather kernel has in flight.
+#: Loads each thread of the gather kernel has in flight (half as many of 8-byte items:
+#: the same bytes as 4-byte items, :func:`gather_loads`).
 GATHER_LOADS = 4
+
+
+def gather_loads(bits):
+    """The loads in flight of the gather kernel of ``bits``-bit items."""
+    return GATHER_LOADS // 2 if bits == 64 else GATHER_LOADS
 
 
 def _gather_offsets_source():
@@ -198,7 +204,7 @@ def _gather_offsets():
 gather_offsets = _gather_offsets()
 
 
-def make_gather(item, loads=GATHER_LOADS):
+def make_gather(item, loads):
     """The gather kernel for elements of numba type ``item``: ``(p, src, dst)``, ``p``
     a :data:`~dmlnumba.params.SLICE_GATHER_CUDA` block passed by value.  Thread
     ``t`` of ``T`` copies output elements ``t``, ``t + T``, ... (in the copy's
