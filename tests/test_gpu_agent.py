@@ -194,19 +194,19 @@ def _write_case(shape, density, seed):
     return nz, _mask_words(np.resize(nz, 32 * ITEMS)), np.argwhere(nz.reshape(shape))
 
 
-@pytest.mark.parametrize("way", ["rows", "sparse", "staged", "expand"])
+@pytest.mark.parametrize("way", ["rows", "sparse", "staged", "expand", "expand_coords"])
 @pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("density", [0.02, 0.5, 1.0])
 def test_write_pass_cuda(way, narrow, density):
     """One warp writes its rows from given mask words: every row as ``np.argwhere``
     has it, rows at and past the limit untouched."""
 
-    from dmlnumba.gpu.nonzero_write import expand_rows, stage_rows, write_rows
+    from dmlnumba.gpu.nonzero_write import expand_coords, expand_rows, stage_rows, write_rows
     from dmlnumba.gpu.policy import EXPAND_WARP, RING
     from dmlnumba.layout import divisor, divisor32
 
-    if way == "expand" and not narrow:
-        pytest.skip("the width-1 pass is made for 32-bit positions only")
+    if way.startswith("expand") and not narrow:
+        pytest.skip("the expanding passes are made for 32-bit positions only")
     shape = (4, 8, 16)
     width = 1 if way == "expand" else 3
     if way == "expand":
@@ -223,7 +223,8 @@ def test_write_pass_cuda(way, narrow, density):
     fill = np.uint32(0xDEADBEEF)
     out_dtype = np.uint32 if narrow else np.uint64
     nrows = 32 * ITEMS
-    stage_words = EXPAND_WARP if width == 1 else RING * 3  # a constant for the kernel
+    # A constant for the kernel.
+    stage_words = EXPAND_WARP if way.startswith("expand") else RING * 3
 
     @cuda.jit
     def kernel(words_in, shape_in, magic_in, shift_in, out):
@@ -244,6 +245,8 @@ def test_write_pass_cuda(way, narrow, density):
         dv = (dshape, dmagic, dshift, ndim)
         if way == "expand":
             expand_rows(wm, out, 0, 1, limit, stage, 0)
+        elif way == "expand_coords":
+            expand_coords(wm, dv, out, 0, width, limit, stage, 0)
         elif way == "staged":
             stage_rows(wm, dv, out, 0, width, limit, stage, 0, narrow)
         else:

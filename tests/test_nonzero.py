@@ -375,6 +375,32 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
 
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+@pytest.mark.parametrize("threads", [256, 512])
+def test_cuda_staged_kernel_only_where_its_expansion_fits(threads, monkeypatch):
+    """A staged kernel whose tiles expand positions in shared memory (32-bit positions,
+    an input not read transposed) is planned only where every warp's part of the
+    expansion fits (CUDA_THREADS up to 256); with more threads such an input takes the
+    unstaged write, and a transposed one keeps its staged ring.  The plan alone."""
+    from dmlnumba import config
+    from dmlnumba.gpu import plans
+    from dmlnumba.gpu import target as target_cuda
+    from dmlnumba.gpu.views import DeviceView
+
+    monkeypatch.setattr(config, "CUDA_THREADS", threads)
+
+    def variant(x):
+        count = target_cuda._new_view((1,), np.dtype(np.uint32))
+        coords = target_cuda._new_view((x.size, 2), np.dtype(np.uint32))
+        return plans.NonzeroPlan(x, 2, count, coords, x.size).kernel[2]
+
+    x = target_cuda._new_view((64, 4096), np.dtype(np.float32))
+    assert variant(x) == (True, 2 if threads == 256 else 0)
+    t = DeviceView(None, (64, 4096), (4, 256), np.dtype(np.float32), 0, False)  # a transpose
+    got = variant(t)
+    assert got[:2] == (True, 2) and got[2] > 0
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
 @pytest.mark.parametrize("below", [1 << 31, 0])
 @pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
 def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):

@@ -10,8 +10,8 @@ runs CUB's three steps, each a module-level device function inlined into the ker
 2. **look-back** (:func:`~dmlnumba.gpu.tile_status.look_back`): the block publishes
    its count and learns where its rows start;
 3. **write** (:mod:`dmlnumba.gpu.nonzero_write`: :func:`write_rows`,
-   :func:`stage_rows`, :func:`expand_rows`): each warp writes its rows from the
-   kept masks, visiting only the mask words that hold a non-zero.
+   :func:`stage_rows`, :func:`expand_rows`, :func:`expand_coords`): each warp writes
+   its rows from the kept masks, visiting only the mask words that hold a non-zero.
 
 The count never leaves the device: the block of the last tile writes it.  The
 kernel is made per element width (``V`` elements in 16 bytes) and variant
@@ -27,7 +27,7 @@ from ..params import NONZERO_CUDA as P
 from . import tile_status as ts
 from .indexmath import offset, unravel
 from .nonzero_count import STRIDED_LOADS, count_strided, count_transposed, count_vector
-from .nonzero_write import expand_rows, stage_rows, write_rows
+from .nonzero_write import expand_coords, expand_rows, stage_rows, write_rows
 from .policy import (
     EXPAND_WARP,
     EXPAND_WORDS,
@@ -50,8 +50,10 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     block's ``magic`` then holds :func:`dmlnumba.layout.divisor32`'s).
     ``staged``: 0, or the width (2 to 8) of 32-bit coordinates in contiguous rows
     (row stride the width, column stride 1), compiled in: tiles that are not sparse
-    stage their rows in shared memory (:func:`stage_rows`), and every loop over the
-    columns unrolls (8-22% faster than the width read at run time on (65536, 64, 64)
+    expand their positions in shared memory and write a row a lane
+    (:func:`expand_coords`, where ``narrow`` and not ``transposed``) or stage their
+    rows in a ring (:func:`stage_rows`), and every loop over the columns unrolls
+    (8-22% faster than the width read at run time on (65536, 64, 64)
     and (64, 64, 256, 256) at 2**28, docs/PERFORMANCE.md).  1, with ``narrow``:
     rows of one column (any row stride and output width), written 32 mask words at
     a time through shared memory (:func:`expand_rows`).  ``transposed``: 0, or the
@@ -59,6 +61,13 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     whose tiles are ``U`` whole rows (:func:`count_transposed` reads them).  ``regs``:
     the register cap it is compiled with, held in the closure so that numba's disk
     cache keys on it (:func:`~dmlnumba.gpu.launch.python_kernel`)."""
+
+    # A staged kernel's tiles that are not sparse: positions expanded 32 mask words at a
+    # time, then a row a lane (expand_coords), where positions fit 32 bits; 0.67-0.89 of
+    # the ring's time at 10-30% density on contiguous inputs.  Not for transposed tiles:
+    # their masks take twice the shared memory, and with the expansion's as well they
+    # ran 1.1-1.5x slower (docs/PERFORMANCE.md).
+    expand = staged > 1 and narrow and not transposed
 
     def nonzero_tiles(params, src, mask, status, out, count, vec):
         """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
@@ -80,7 +89,7 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         tile_info = cuda.shared.array(1, int64)
         masks = cuda.shared.array(MAX_MASKS_TRANSPOSED if transposed else MAX_MASKS, uint32)
         stage = cuda.shared.array(
-            EXPAND_WORDS if staged == 1 else (STAGE_WORDS if staged else 1), uint32
+            EXPAND_WORDS if staged == 1 or expand else (STAGE_WORDS if staged else 1), uint32
         )
         coords = cuda.local.array(MAXD, int64)  # the odometer
         tid = cuda.threadIdx.x
@@ -176,6 +185,8 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         limit = p[P.limit]
         if staged == 1:
             expand_rows(wm, out, p[P.out_base], p[P.rs], limit, stage, warp * EXPAND_WARP)
+        elif expand and not sparse:
+            expand_coords(wm, dv, out, p[P.out_base], width, limit, stage, warp * EXPAND_WARP)
         elif staged and not sparse:
             stage_rows(wm, dv, out, p[P.out_base], width, limit, stage, warp * RING * width, narrow)
         else:

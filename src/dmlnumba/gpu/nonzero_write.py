@@ -203,6 +203,62 @@ def stage_rows(wm, dv, out, out_base, width, limit, stage, sb, narrow):
 
 
 @agent
+def expand_coords(wm, dv, out, out_base, width, limit, stage, sb):
+    """The write pass of a staged kernel's tile (packed rows of ``width`` 32-bit
+    coordinates, positions below 2**31) that is not sparse: 32 mask words at a time,
+    lane ``i`` expands the positions of word ``base + i``'s non-zeros into the warp's
+    part of ``stage`` (as :func:`expand_rows` does), then lane ``t`` turns positions
+    ``t, t + 32, ...`` into their rows (a division per column, every lane busy) and
+    stores them.  ``wm`` as :func:`write_rows` takes it."""
+    masks, m0, items, row, e0, lane = wm
+    shape, magic, shift, ndim = dv
+    d1 = uint64(ndim - 1)
+    d2 = uint64(ndim - 2)
+    n1, m1, l1 = uint32(shape[d1]), uint32(magic[d1]), uint32(shift[d1])
+    n2, m2, l2 = uint32(shape[d2]), uint32(magic[d2]), uint32(shift[d2])
+    w = uint64(width)
+    lt = uint32((1 << lane) - 1)
+    base = 0
+    while base < items:
+        bw = uint32(0)
+        if base + lane < items:
+            bw = masks[uint64(m0 + base + lane)]
+        r, n = counts_below(cuda.popc(bw), lt)
+        ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
+        while bw != uint32(0):
+            j, bw = lowest_bit(bw)
+            stage[uint32(sb + r + (r >> uint32(5)))] = uint32(ew + uint32(j))
+            r = uint32(r + uint32(1))
+        sync_warp()
+        left = limit - row  # rows the limit still allows
+        m = n if left >= n else (uint32(left) if left > 0 else uint32(0))
+        t = uint32(lane)
+        while t < m:
+            e = stage[uint32(sb + t + (t >> uint32(5)))]
+            pos = uint64(out_base + (row + t) * w + w - uint64(1))
+            q = divide32(e, m1, l1)
+            out[pos] = uint32(e - uint32(q * n1))
+            pos -= uint64(1)
+            e = q
+            if width > 2:
+                q = divide32(e, m2, l2)
+                out[pos] = uint32(e - uint32(q * n2))
+                pos -= uint64(1)
+                e = q
+                for jj in range(2, width - 1):
+                    d = uint64(ndim - 1 - jj)
+                    q = divide32(e, uint32(magic[d]), uint32(shift[d]))
+                    out[pos] = uint32(e - uint32(q * uint32(shape[d])))
+                    pos -= uint64(1)
+                    e = q
+            out[pos] = e
+            t = uint32(t + uint32(32))
+        sync_warp()
+        row += n
+        base += 32
+
+
+@agent
 def expand_rows(wm, out, out_base, rs, limit, stage, sb):
     """The write pass of rows of one column (the width-1 kernel, positions below
     2**31): 32 mask words at a time, lane ``i`` expands the positions of word

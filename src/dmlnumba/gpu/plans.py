@@ -123,11 +123,16 @@ class NonzeroPlan(_Plan):
         self.first = slo + sbase * x.itemsize if vec else None
         # 32-bit coordinates of several columns in contiguous rows are staged in shared
         # memory (a ring of RING rows a warp) and stored in whole sectors.
+        # Rows of one column (positions in 32 bits) are expanded 32 mask words at a time
+        # in shared memory and stored coalesced: the width-1 kernel.  So are the
+        # positions of a staged kernel's tiles where they fit 32 bits and the input is
+        # not read transposed (expand_coords): there the warps' parts of the expansion
+        # must fit too.
+        fits = threads // 32 * EXPAND_WARP <= EXPAND_WORDS
         staged = count.itemsize == 4 and width > 1 and cs == 1 and rs == width
         staged = staged and threads // 32 * RING * width <= STAGE_WORDS
-        # Rows of one column (positions in 32 bits) are expanded 32 mask words at a time
-        # in shared memory and stored coalesced: the width-1 kernel.
-        expand = narrow and width == 1 and threads // 32 * EXPAND_WARP <= EXPAND_WORDS
+        staged = staged and (fits or not narrow or bool(tposed))
+        expand = narrow and width == 1 and fits
         variant: tuple = (narrow, width if staged else (1 if expand else 0))
         if tposed:
             variant += (tposed,)

@@ -20,12 +20,12 @@ RING = 64
 #: Shared staging words per block of the staged write pass: warps x RING x width.
 #: The plan allows staging only where ``(threads // 32) * RING * width`` is within this.
 STAGE_WORDS = 4096
-#: Shared words a warp of the width-1 write pass
-#: (:func:`~dmlnumba.gpu.nonzero_write.expand_rows`) holds: the rows of 32 full mask
-#: words, and a word of padding after every 32.
+#: Shared words a warp of the expanding write passes
+#: (:func:`~dmlnumba.gpu.nonzero_write.expand_rows`, ``expand_coords``) holds: the
+#: positions of 32 full mask words, and a word of padding after every 32.
 EXPAND_WARP = 1024 + 32
-#: Shared words per block of the width-1 write pass: warps x EXPAND_WARP.  The plan
-#: takes that pass only where ``(threads // 32) * EXPAND_WARP`` is within this.
+#: Shared words per block of the expanding write passes: warps x EXPAND_WARP.  The
+#: plan takes them only where ``(threads // 32) * EXPAND_WARP`` is within this.
 EXPAND_WORDS = 8 * EXPAND_WARP
 #: A staged kernel's tile whose elements are at most 1 / SPARSE_OF non-zero writes
 #: 32 mask words at once, one a lane (the lanes' rows follow each other), instead of
