@@ -194,7 +194,9 @@ def _write_case(shape, density, seed):
     return nz, _mask_words(np.resize(nz, 32 * ITEMS)), np.argwhere(nz.reshape(shape))
 
 
-@pytest.mark.parametrize("way", ["rows", "sparse", "staged", "expand", "expand_coords"])
+@pytest.mark.parametrize(
+    "way", ["rows", "sparse", "staged", "expand", "expand_coords", "expand_coords_16"]
+)
 @pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("density", [0.02, 0.5, 1.0])
 def test_write_pass_cuda(way, narrow, density):
@@ -223,8 +225,10 @@ def test_write_pass_cuda(way, narrow, density):
     fill = np.uint32(0xDEADBEEF)
     out_dtype = np.uint32 if narrow else np.uint64
     nrows = 32 * ITEMS
-    # A constant for the kernel.
+    # Constants for the kernel (which cannot call string methods).
     stage_words = EXPAND_WARP if way.startswith("expand") else RING * 3
+    coords_way = way.startswith("expand_coords")
+    group = 16 if way.endswith("16") else 32
 
     @cuda.jit
     def kernel(words_in, shape_in, magic_in, shift_in, out):
@@ -245,8 +249,8 @@ def test_write_pass_cuda(way, narrow, density):
         dv = (dshape, dmagic, dshift, ndim)
         if way == "expand":
             expand_rows(wm, out, 0, 1, limit, stage, 0)
-        elif way == "expand_coords":
-            expand_coords(wm, dv, out, 0, width, limit, stage, 0)
+        elif coords_way:
+            expand_coords(wm, dv, out, 0, width, limit, stage, 0, group)
         elif way == "staged":
             stage_rows(wm, dv, out, 0, width, limit, stage, 0, narrow)
         else:

@@ -29,6 +29,8 @@ from .indexmath import offset, unravel
 from .nonzero_count import STRIDED_LOADS, count_strided, count_transposed, count_vector
 from .nonzero_write import expand_coords, expand_rows, stage_rows, write_rows
 from .policy import (
+    EXPAND_HALF_WARP,
+    EXPAND_HALF_WORDS,
     EXPAND_WARP,
     EXPAND_WORDS,
     MAX_MASKS,
@@ -64,10 +66,18 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
 
     # A staged kernel's tiles that are not sparse: positions expanded 32 mask words at a
     # time, then a row a lane (expand_coords), where positions fit 32 bits; 0.67-0.89 of
-    # the ring's time at 10-30% density on contiguous inputs.  Not for transposed tiles:
-    # their masks take twice the shared memory, and with the expansion's as well they
-    # ran 1.1-1.5x slower (docs/PERFORMANCE.md).
-    expand = staged > 1 and narrow and not transposed
+    # the ring's time at 10-30% density on contiguous inputs.  Transposed tiles, whose
+    # masks take twice the shared memory, expand 16 words at a time in half the space
+    # (with 32 they ran 1.1-1.5x slower, docs/PERFORMANCE.md).
+    expand = staged > 1 and narrow
+    group = 16 if transposed else 32
+    expand_warp = EXPAND_HALF_WARP if transposed else EXPAND_WARP
+    if staged == 1 or (expand and not transposed):
+        stage_words = EXPAND_WORDS
+    elif expand:
+        stage_words = EXPAND_HALF_WORDS
+    else:
+        stage_words = STAGE_WORDS if staged else 1
 
     def nonzero_tiles(params, src, mask, status, out, count, vec):
         """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
@@ -88,9 +98,7 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         warp_rows = cuda.shared.array(33, int64)
         tile_info = cuda.shared.array(1, int64)
         masks = cuda.shared.array(MAX_MASKS_TRANSPOSED if transposed else MAX_MASKS, uint32)
-        stage = cuda.shared.array(
-            EXPAND_WORDS if staged == 1 or expand else (STAGE_WORDS if staged else 1), uint32
-        )
+        stage = cuda.shared.array(stage_words, uint32)
         coords = cuda.local.array(MAXD, int64)  # the odometer
         tid = cuda.threadIdx.x
         lane = tid & 31
@@ -186,7 +194,9 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         if staged == 1:
             expand_rows(wm, out, p[P.out_base], p[P.rs], limit, stage, warp * EXPAND_WARP)
         elif expand and not sparse:
-            expand_coords(wm, dv, out, p[P.out_base], width, limit, stage, warp * EXPAND_WARP)
+            expand_coords(
+                wm, dv, out, p[P.out_base], width, limit, stage, warp * expand_warp, group
+            )
         elif staged and not sparse:
             stage_rows(wm, dv, out, p[P.out_base], width, limit, stage, warp * RING * width, narrow)
         else:

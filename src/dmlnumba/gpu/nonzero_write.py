@@ -203,13 +203,14 @@ def stage_rows(wm, dv, out, out_base, width, limit, stage, sb, narrow):
 
 
 @agent
-def expand_coords(wm, dv, out, out_base, width, limit, stage, sb):
+def expand_coords(wm, dv, out, out_base, width, limit, stage, sb, group):
     """The write pass of a staged kernel's tile (packed rows of ``width`` 32-bit
-    coordinates, positions below 2**31) that is not sparse: 32 mask words at a time,
-    lane ``i`` expands the positions of word ``base + i``'s non-zeros into the warp's
-    part of ``stage`` (as :func:`expand_rows` does), then lane ``t`` turns positions
-    ``t, t + 32, ...`` into their rows (a division per column, every lane busy) and
-    stores them.  ``wm`` as :func:`write_rows` takes it."""
+    coordinates, positions below 2**31) that is not sparse: ``group`` (32 or 16) mask
+    words at a time, lane ``i`` expands the positions of word ``base + i``'s non-zeros
+    into the warp's part of ``stage`` (``33 * group`` words from ``sb``, as
+    :func:`expand_rows` does), then lane ``t`` turns positions ``t, t + 32, ...`` into
+    their rows (a division per column, every lane busy) and stores them.  ``wm`` as
+    :func:`write_rows` takes it."""
     masks, m0, items, row, e0, lane = wm
     shape, magic, shift, ndim = dv
     d1 = uint64(ndim - 1)
@@ -221,7 +222,7 @@ def expand_coords(wm, dv, out, out_base, width, limit, stage, sb):
     base = 0
     while base < items:
         bw = uint32(0)
-        if base + lane < items:
+        if lane < group and base + lane < items:
             bw = masks[uint64(m0 + base + lane)]
         r, n = counts_below(cuda.popc(bw), lt)
         ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
@@ -255,7 +256,7 @@ def expand_coords(wm, dv, out, out_base, width, limit, stage, sb):
             t = uint32(t + uint32(32))
         sync_warp()
         row += n
-        base += 32
+        base += group
 
 
 @agent

@@ -125,13 +125,13 @@ class NonzeroPlan(_Plan):
         # memory (a ring of RING rows a warp) and stored in whole sectors.
         # Rows of one column (positions in 32 bits) are expanded 32 mask words at a time
         # in shared memory and stored coalesced: the width-1 kernel.  So are the
-        # positions of a staged kernel's tiles where they fit 32 bits and the input is
-        # not read transposed (expand_coords): there the warps' parts of the expansion
-        # must fit too.
+        # positions of a staged kernel's tiles where they fit 32 bits (expand_coords; 16
+        # words at a time in half the space where the input is read transposed): there
+        # the warps' parts of the expansion must fit too.
         fits = threads // 32 * EXPAND_WARP <= EXPAND_WORDS
         staged = count.itemsize == 4 and width > 1 and cs == 1 and rs == width
         staged = staged and threads // 32 * RING * width <= STAGE_WORDS
-        staged = staged and (fits or not narrow or bool(tposed))
+        staged = staged and (fits or not narrow)
         expand = narrow and width == 1 and fits
         variant: tuple = (narrow, width if staged else (1 if expand else 0))
         if tposed:

@@ -27,6 +27,10 @@ EXPAND_WARP = 1024 + 32
 #: Shared words per block of the expanding write passes: warps x EXPAND_WARP.  The
 #: plan takes them only where ``(threads // 32) * EXPAND_WARP`` is within this.
 EXPAND_WORDS = 8 * EXPAND_WARP
+#: The same for a staged kernel that reads a transposed input, whose masks take twice
+#: the shared memory: 16 mask words at a time, half the words.
+EXPAND_HALF_WARP = EXPAND_WARP // 2
+EXPAND_HALF_WORDS = EXPAND_WORDS // 2
 #: A staged kernel's tile whose elements are at most 1 / SPARSE_OF non-zero writes
 #: 32 mask words at once, one a lane (the lanes' rows follow each other), instead of
 #: word by word with all lanes on one word's rows.
