@@ -195,7 +195,8 @@ def _write_case(shape, density, seed):
 
 
 @pytest.mark.parametrize(
-    "way", ["rows", "sparse", "staged", "expand", "expand_coords", "expand_coords_16"]
+    "way",
+    ["rows", "sparse", "staged", "expand", "expand_coords", "expand_coords_16", "expand_coords_64"],
 )
 @pytest.mark.parametrize("narrow", [True, False])
 @pytest.mark.parametrize("density", [0.02, 0.5, 1.0])
@@ -223,7 +224,7 @@ def test_write_pass_cuda(way, narrow, density):
     mg = np.array([d[0] for d in dv_h], np.int64)
     sf = np.array([d[1] for d in dv_h], np.int64)
     fill = np.uint32(0xDEADBEEF)
-    out_dtype = np.uint32 if narrow else np.uint64
+    out_dtype = np.uint32 if narrow and not way.endswith("64") else np.uint64
     nrows = 32 * ITEMS
     # Constants for the kernel (which cannot call string methods).
     stage_words = EXPAND_WARP if way.startswith("expand") else RING * 3

@@ -405,12 +405,13 @@ def test_cuda_staged_kernel_only_where_its_expansion_fits(threads, monkeypatch):
 @pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
 def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
     """The CUDA kernel's write-pass variants give the same rows: divisions in 32 bits
-    (inputs under CUDA_NONZERO_32BIT_BELOW elements) or 64, and, for 32-bit
-    coordinates of several columns in contiguous rows (2 to 8 of them), tiles staged
-    in a ring of shared memory (dense ones, whose rows fill it in a word or two, and
-    middling ones) and sparse tiles (at most 1 in 16) written 32 words at once, in
-    one call, with words of several non-zeros among the sparse ones; a caller's rows
-    with strided columns take the unstaged write.  Rows of one column with 32-bit
+    (inputs under CUDA_NONZERO_32BIT_BELOW elements) or 64, and, for coordinates of
+    several columns in contiguous rows (2 to 8 of them), tiles that expand their
+    positions (32-bit positions) or are staged in a ring of shared memory (64-bit
+    positions, 32-bit coordinates): dense ones, whose rows fill it in a word or two,
+    and middling ones; and sparse tiles (at most 1 in 16) written 32 words at once,
+    in one call, with words of several non-zeros among the sparse ones; a caller's
+    rows with strided columns take the unstaged write.  Rows of one column with 32-bit
     positions take the width-1 kernel (expanded 32 words at a time), also into a
     caller's rows two items apart."""
     from dmlnumba import config
@@ -438,7 +439,9 @@ def test_cuda_write_pass_variants(dtype, below, monkeypatch, small_blocks):
         variants.clear()
         count, coords = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), dtype=dtype)
         _assert_matches_argwhere(x, count, coords)
-        staged = dtype == np.uint32 and x.ndim > 1  # a kernel of the width's own
+        # A kernel of the width's own: expanding (32-bit positions, either coordinate
+        # width) or staging in a ring (32-bit coordinates).
+        staged = x.ndim > 1 and (dtype == np.uint32 or below > 0)
         one = 1 if below > 0 and x.ndim == 1 else 0  # the width-1 kernel
         assert variants == [(below > 0, x.ndim if staged else one)]
         # A caller's rows, their columns two items apart: unstaged where there are

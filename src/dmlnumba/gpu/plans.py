@@ -128,10 +128,15 @@ class NonzeroPlan(_Plan):
         # positions of a staged kernel's tiles where they fit 32 bits (expand_coords; 16
         # words at a time in half the space where the input is read transposed): there
         # the warps' parts of the expansion must fit too.
+        # The expansion takes coordinates of either width; the ring (64-bit positions)
+        # 32-bit ones.
         fits = threads // 32 * EXPAND_WARP <= EXPAND_WORDS
-        staged = count.itemsize == 4 and width > 1 and cs == 1 and rs == width
-        staged = staged and threads // 32 * RING * width <= STAGE_WORDS
-        staged = staged and (fits or not narrow)
+        staged = width > 1 and cs == 1 and rs == width
+        if narrow:
+            staged = staged and fits
+        else:
+            staged = staged and count.itemsize == 4
+            staged = staged and threads // 32 * RING * width <= STAGE_WORDS
         expand = narrow and width == 1 and fits
         variant: tuple = (narrow, width if staged else (1 if expand else 0))
         if tposed:
