@@ -121,15 +121,13 @@ class NonzeroPlan(_Plan):
         cs_ = c_strides(tuple(x.shape))
         vec = all(n == 1 or a == b for n, a, b in zip(x.shape, sstr, cs_))
         self.first = slo + sbase * x.itemsize if vec else None
-        # 32-bit coordinates of several columns in contiguous rows are staged in shared
-        # memory (a ring of RING rows a warp) and stored in whole sectors.
         # Rows of one column (positions in 32 bits) are expanded 32 mask words at a time
-        # in shared memory and stored coalesced: the width-1 kernel.  So are the
-        # positions of a staged kernel's tiles where they fit 32 bits (expand_coords; 16
-        # words at a time in half the space where the input is read transposed): there
-        # the warps' parts of the expansion must fit too.
-        # The expansion takes coordinates of either width; the ring (64-bit positions)
-        # 32-bit ones.
+        # in shared memory and stored coalesced: the width-1 kernel.  Several columns in
+        # contiguous rows take a staged kernel (a kernel per width): with positions in
+        # 32 bits its tiles expand too (expand_coords; 16 words at a time in half the
+        # space where the input is read transposed), for coordinates of either width;
+        # with 64-bit positions 32-bit coordinates are staged in a ring of RING rows a
+        # warp and stored in whole sectors.  Either way the warps' parts must fit.
         fits = threads // 32 * EXPAND_WARP <= EXPAND_WORDS
         staged = width > 1 and cs == 1 and rs == width
         if narrow:
