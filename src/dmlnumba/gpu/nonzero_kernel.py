@@ -50,11 +50,11 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     ``item`` (the unsigned integer type of that width).  ``narrow``: every element
     position is below 2**31, and the write pass divides in 32 bits (the parameter
     block's ``magic`` then holds :func:`dmlnumba.layout.divisor32`'s).
-    ``staged``: 0, or the width (2 to 8) of 32-bit coordinates in contiguous rows
-    (row stride the width, column stride 1), compiled in: tiles that are not sparse
-    expand their positions in shared memory and write a row a lane
-    (:func:`expand_coords`, where ``narrow`` and not ``transposed``) or stage their
-    rows in a ring (:func:`stage_rows`), and every loop over the columns unrolls
+    ``staged``: 0, or the width (2 to 8) of coordinates in contiguous rows (row
+    stride the width, column stride 1; 32-bit ones unless ``narrow``), compiled in:
+    tiles that are not sparse expand their positions in shared memory and write a row
+    a lane (:func:`expand_coords`, where ``narrow``) or stage their rows in a ring
+    (:func:`stage_rows`), and every loop over the columns unrolls
     (8-22% faster than the width read at run time on (65536, 64, 64)
     and (64, 64, 256, 256) at 2**28, docs/PERFORMANCE.md).  1, with ``narrow``:
     rows of one column (any row stride and output width), written 32 mask words at
