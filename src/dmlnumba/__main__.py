@@ -133,12 +133,15 @@ def _compile_steps(device, stream, config):
         _bar(i, len(steps), f"{op} {t}{' -> ' + c if c else ''}, {n} elements", stream)
         x = np.ones(n, t)
         if op == "slice1":
+            # A reversal (the tiles, or 8-byte words where aligned; the gather for 4-
+            # and 8-byte items) and a step (the gather).
             dmlnumba.slice1(x, (0,), (n,), (-1,), device=device)
+            dmlnumba.slice1(x, (0,), (n,), (2,), device=device)
             continue
         dmlnumba.nonzero_coordinates(x, dtype=c, device=device)
-        # Rows of several columns: 32-bit ones take a staged kernel a width, wider
-        # ones the unstaged kernel.
-        for w in range(2, 9) if c == "uint32" else (2,):
+        # Rows of several columns: a staged kernel a width (positions in 32 bits, either
+        # coordinate width).
+        for w in range(2, 9):
             y = x.reshape((1,) * (w - 2) + (-1, 2))
             dmlnumba.nonzero_coordinates(y, dtype=c, device=device)
     took = time.perf_counter() - t0
