@@ -203,6 +203,29 @@ def stage_rows(wm, dv, out, out_base, width, limit, stage, sb, narrow):
 
 
 @agent
+def expand_words(wm, base, lt, stage, sb, group):
+    """Lane ``i`` (below ``group``) expands the positions of the non-zeros of mask word
+    ``base + i`` into ``stage`` from ``sb``, at its first row: the counts of the words
+    below it (summed by one ballot per bit of a count, as :func:`write_rows`'s sparse
+    tiles do); position ``t`` sits at ``t + t // 32``, so that lanes whose first rows
+    are 32 apart (full words) write different banks.  Returns the group's non-zeros,
+    after a warp barrier.  ``wm`` as :func:`write_rows` takes it; ``lt`` the mask of
+    the lanes below this one."""
+    masks, m0, items, row, e0, lane = wm
+    bw = uint32(0)
+    if lane < group and base + lane < items:
+        bw = masks[uint64(m0 + base + lane)]
+    r, n = counts_below(cuda.popc(bw), lt)
+    ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
+    while bw != uint32(0):
+        j, bw = lowest_bit(bw)
+        stage[uint32(sb + r + (r >> uint32(5)))] = uint32(ew + uint32(j))
+        r = uint32(r + uint32(1))
+    sync_warp()
+    return n
+
+
+@agent
 def expand_coords(wm, dv, out, out_base, width, limit, stage, sb, group):
     """The write pass of a staged kernel's tile (packed rows of ``width`` 32-bit
     coordinates, positions below 2**31) that is not sparse: ``group`` (32 or 16) mask
@@ -221,16 +244,7 @@ def expand_coords(wm, dv, out, out_base, width, limit, stage, sb, group):
     lt = uint32((1 << lane) - 1)
     base = 0
     while base < items:
-        bw = uint32(0)
-        if lane < group and base + lane < items:
-            bw = masks[uint64(m0 + base + lane)]
-        r, n = counts_below(cuda.popc(bw), lt)
-        ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
-        while bw != uint32(0):
-            j, bw = lowest_bit(bw)
-            stage[uint32(sb + r + (r >> uint32(5)))] = uint32(ew + uint32(j))
-            r = uint32(r + uint32(1))
-        sync_warp()
+        n = expand_words(wm, base, lt, stage, sb, group)
         left = limit - row  # rows the limit still allows
         m = n if left >= n else (uint32(left) if left > 0 else uint32(0))
         t = uint32(lane)
@@ -277,17 +291,7 @@ def expand_rows(wm, out, out_base, rs, limit, stage, sb):
     urs = uint64(rs)
     base = 0
     while base < items:
-        bw = uint32(0)
-        if base + lane < items:
-            bw = masks[uint64(m0 + base + lane)]
-        # This lane's first row in the group, and the group's rows.
-        r, n = counts_below(cuda.popc(bw), lt)
-        ew = uint32(e0 - lane + 32 * (base + lane))  # element 0 of the lane's word
-        while bw != uint32(0):
-            j, bw = lowest_bit(bw)
-            stage[uint32(sb + r + (r >> uint32(5)))] = uint32(ew + uint32(j))
-            r = uint32(r + uint32(1))
-        sync_warp()
+        n = expand_words(wm, base, lt, stage, sb, 32)
         left = limit - row  # rows the limit still allows
         m = n if left >= n else (uint32(left) if left > 0 else uint32(0))
         dst = uint64(out_base + row * rs)
