@@ -243,18 +243,23 @@ def test_no_cache_location_compiles_in_memory_with_one_warning():
         caching.CacheImpl._locator_classes = []       # what numba finds with nowhere to write
         import numpy as np, dmlnumba
         print(dmlnumba.argwhere(np.ones((3, 4))).shape)
-        print(dmlnumba.slice1(np.arange(6.).reshape(2, 3), (0, 0), (2, 3), (1, -1)).tolist())
+        x = np.arange(6.).reshape(2, 3)
+        print(dmlnumba.slice1(x, (0, 0), (2, 3), (1, -1)).tolist())
+        out = np.empty((2, 3))  # into out=: the kernel (a new output this small: NumPy's copy)
+        print(dmlnumba.slice1(x, (0, 0), (2, 3), (1, -1), out=out).tolist())
     """)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[:2] == ["(12, 2)", "[[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]]"]
+    want = "[[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]]"
+    assert r.stdout.split("\n")[:3] == ["(12, 2)", want, want]
     assert r.stderr.count("numba has no writable cache directory") == 1
 
 
 def test_truncated_cache_entries_are_recompiled(tmp_path):
     code = """
         import numpy as np, dmlnumba
+        out = np.empty(5, np.int8)  # into out=: the kernel
         print(dmlnumba.argwhere(np.array([0, 5, 0, 7], np.int8)).ravel().tolist(),
-              dmlnumba.slice1(np.arange(5, dtype=np.int8), (0,), (5,), (-1,)).tolist())
+              dmlnumba.slice1(np.arange(5, dtype=np.int8), (0,), (5,), (-1,), out=out).tolist())
     """
     env = {"NUMBA_CACHE_DIR": str(tmp_path)}
     first = _python(code, env)
@@ -280,6 +285,11 @@ def test_disable_jit_runs_every_path():
         x = np.arange(3 * 40 * 50, dtype=np.float32).reshape(3, 40, 50)
         assert (dmlnumba.slice1(x, (0, 0, 0), (3, 40, 50), (1, -1, 2)) == x[:, ::-1, ::2]).all()
         assert (dmlnumba.slice1(x, (0, 0, 0), (3, 40, 50), (1, 3, 3)) == x[:, ::3, ::3]).all()
+        out = np.empty((3, 14, 17), np.float32)  # into out=: the kernel, not NumPy's copy
+        dmlnumba.slice1(x, (0, 0, 0), (3, 40, 50), (1, -3, 3), out=out)
+        assert (out == x[:, ::-3, ::3]).all()
+        y = np.arange(1 << 14, dtype=np.int16)  # past CPU_SLICE_NUMPY_MAX: the kernel
+        assert (dmlnumba.slice1(y, (1,), (y.size - 1,), (-2,)) == y[1:][::-2]).all()
         assert (dmlnumba.argwhere(x) == np.argwhere(x)).all()
         assert (dmlnumba.argwhere(x[:, ::-2]) == np.argwhere(x[:, ::-2])).all()
         print("ok")
