@@ -7,7 +7,9 @@ and the process's CPU time: a compile runs on one thread, so the CPU time varies
 less on a busy machine), the specialisations compiled, and with ``--detail`` per
 kernel (numba dispatcher) the specialisations and numba's compile time (CPU
 seconds;
-``numba:compile`` events, each kernel's own: nested compiles excluded).
+``numba:compile`` events, each kernel's own: nested compiles excluded).  The passes
+compiled as C functions (``numba.cfunc``) are counted apart: numba's events leave
+them out, so their compile time is the rest of the call's.
 
 A case is ``OP:DTYPE:SIZE[:ro]``: OP nonzero, slice1 (a reversed window into a new
 output) or argwhere; SIZE small (1000 elements) or large (2**22), 1-d, or small3d or
@@ -69,7 +71,8 @@ for ts, ev in rec.buffer:
         c[1] += ts - start - nested
         if stack:
             stack[-1][2] += ts - start
-print(json.dumps({"call": t2 - t1, "cpu": c2 - c1, "compiled": compiled}))
+c_functions = [name for name, _ in compiling.c_functions]
+print(json.dumps({"call": t2 - t1, "cpu": c2 - c1, "compiled": compiled, "c": c_functions}))
 """
 
 CASES = [
@@ -110,7 +113,7 @@ def main():
         print(
             f"{case:26s} wall {statistics.median(ts):5.2f} s ({ts[0]:.2f}-{ts[-1]:.2f}), "
             f"cpu {statistics.median(cs):5.2f} s ({cs[0]:.2f}-{cs[-1]:.2f}), {len(ts)} runs, "
-            f"{k} specialisations",
+            f"{k} specialisations, {len(runs[0]['c'])} C functions",
             flush=True,
         )
         if args.detail:

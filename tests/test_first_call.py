@@ -24,6 +24,8 @@ def counts():
         if d.signatures:
             name = d.py_func.__name__ + (" parallel" if d.targetoptions.get("parallel") else "")
             out[name] = out.get(name, 0) + len(d.signatures)
+    for name, _ in compiling.c_functions:
+        out[name + " C"] = out.get(name + " C", 0) + 1
     return out
 
 steps = []
@@ -44,12 +46,13 @@ steps.append(counts())
 print(json.dumps(steps))
 """
 
-#: Each step's specialisations so far, per kernel (the dense write's packed widths are
-#: branches of one specialisation: docs/PERFORMANCE.md).
+#: Each step's specialisations so far, per kernel ("C": a pass compiled as a C function
+#: that the drivers call by address; the dense write's packed widths are branches of
+#: one specialisation: docs/PERFORMANCE.md).
 ONE_COLUMN = {"_positions_driver": 1, "_positions": 1}
-ONE_BLOCK = {**ONE_COLUMN, "_single_driver": 1, "_write_block": 1, "_write_dense": 1}
-WIDTH_16 = {**ONE_BLOCK, "_single_driver": 2, "_write_block": 2, "_write_dense": 2}
-PARALLEL = {**WIDTH_16, "nonzero parallel": 1, "_count_block": 1}
+ONE_BLOCK = {**ONE_COLUMN, "_single_driver": 1, "_write_block C": 1, "_write_dense": 1}
+WIDTH_16 = {**ONE_BLOCK, "_single_driver": 2, "_write_block C": 2, "_write_dense": 2}
+PARALLEL = {**WIDTH_16, "nonzero parallel": 1, "_count_block C": 1}
 EXPECTED = [ONE_COLUMN, ONE_BLOCK, ONE_BLOCK, WIDTH_16, PARALLEL]
 
 

@@ -8,15 +8,21 @@ first call that explains itself.
   would leave it half made).  Under ``-W error`` every call that would compile
   raises it, until one call has emitted it.
 - :func:`run` calls a kernel.  The first call of each specialisation (kernel and
-  bit widths) in a process is watched: if it takes more than a second (numba is
+  bit widths) in a process is watched: if it takes more than :data:`NOTICE_AFTER` seconds (numba is
   compiling), one log line says what is happening and which command compiles
   ahead of time; if numba's cache entry for it cannot be read (a truncated or
   corrupt file), the cache index is reset and the kernel recompiled, once, with a
   warning.  After the first call, a call is the kernel call plus a set lookup.
+- :func:`c_function` compiles a pass as a C function (``numba.cfunc``, cached the
+  same way) and gives its address, which the drivers call
+  (:mod:`dmlnumba.cpu.llvm`); :func:`build` makes one on first use, watched as
+  :func:`run` watches a first call.
 
 numba offers no public way to reset one function's cache, so the reset uses
 the dispatcher's cache object (``_cache.flush()``, falling back to
-``_cache.disable()`` where the index cannot be written).
+``_cache.disable()`` where the index cannot be written), and for a
+:func:`c_function` the cache object ``numba.cfunc(cache=True)`` makes
+(``numba.core.caching.FunctionCache``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ log = logging.getLogger("dmlnumba")
 #: Every dispatcher made by :func:`jit`, so that a bad cache entry anywhere in a
 #: kernel's call tree can be reset.
 _dispatchers: list[Any] = []
+#: The Python functions of every :func:`c_function`, whose caches a reset flushes
+#: too, and the compiled C functions: (the Python function's name, the
+#: ``numba.cfunc`` object, which keeps the code alive).
+_cfunc_sources: list[Callable] = []
+c_functions: list[tuple[str, Any]] = []
 _warm: set[tuple] = set()
 _lock = threading.Lock()
 #: Whether a kernel compiles without numba's cache, and whether the warning saying so
@@ -65,6 +76,31 @@ def jit(func: Callable | None = None, **opts: Any) -> Any:
     return d
 
 
+def c_function(sig: Any, func: Callable) -> Any:
+    """The address (an int) of ``numba.cfunc(sig, cache=True)(func)``, compiled (or
+    loaded from numba's cache) now, or without the cache where numba has nowhere to
+    write it (see :func:`jit`); called from jitted code through
+    :func:`~dmlnumba.cpu.llvm.call_int64` and ``call_void``, so that a caller
+    compiles without linking its code in (docs/PERFORMANCE.md).  Under
+    ``NUMBA_DISABLE_JIT``: ``func`` itself, which the stand-ins of those call."""
+    from numba import cfunc
+    from numba import config as nbconfig
+
+    if getattr(nbconfig, "DISABLE_JIT", 0):
+        return func
+    global _no_cache
+    _cfunc_sources.append(func)
+    try:
+        f = cfunc(sig, cache=True)(func)
+    except RuntimeError as e:  # numba: "cannot cache function ...: no locator available"
+        if "cannot cache" not in str(e):
+            raise
+        _no_cache = True
+        f = cfunc(sig)(func)
+    c_functions.append((func.__name__, f))  # its code lives as long as f does
+    return f.address
+
+
 def _from_cache(exc: BaseException) -> bool:
     """Whether ``exc`` was raised while numba read its cache."""
     for frame in traceback.extract_tb(exc.__traceback__):
@@ -74,6 +110,13 @@ def _from_cache(exc: BaseException) -> bool:
 
 
 def _reset_caches() -> None:
+    from numba.core.caching import FunctionCache
+
+    for f in _cfunc_sources:  # the cache numba.cfunc(cache=True) makes for f
+        try:
+            FunctionCache(f).flush()
+        except (OSError, RuntimeError):  # not writable; no cache location at all
+            pass
     for d in _dispatchers:
         cache = getattr(d, "_cache", None)
         if cache is None:
@@ -91,6 +134,15 @@ def run(kernel: Callable, key: tuple, *args: Any) -> Any:
     return _first_call(kernel, key, args)
 
 
+def build(make: Callable, key: tuple, *args: Any) -> Any:
+    """``make(*args)``: a kernel's C function (:func:`c_function`), compiled or loaded
+    on first use and watched as :func:`run` watches a kernel's first call; ``key``
+    names it."""
+    if key in _warm:
+        return make(*args)
+    return _first_call(make, key, args)
+
+
 def _warn_no_cache() -> None:
     """The warning that kernels compile in memory, once a process: it counts as
     emitted only once ``warnings.warn`` returns (under ``-W error`` it raises, from
@@ -106,17 +158,20 @@ def _warn_no_cache() -> None:
         _warned_no_cache = True
 
 
-#: Seconds a first call that compiles takes, cold, on the idle 2-core development VM
-#: (``python scripts/first_call.py``, 2026-11-26 12:04 UTC: slice1 5.4-6.7 s; nonzero's
-#: and argwhere's by driver, 0.9 / 8.8 / 4.7 s; docs/PERFORMANCE.md).
-EXPECTED_SECONDS = {"slice1": 6, "positions": 1, "parallel": 9, "serial": 5}
+#: Seconds a first compile takes, cold, on the idle 2-core development VM (``python
+#: scripts/first_call.py``, 2026-11-26 20:54 UTC; docs/PERFORMANCE.md): most of a first
+#: call's time is its passes' C functions (keys ending in "C": slice1's chunk copy,
+#: nonzero's block write and count); a driver then compiles in well under a second.
+#: Whole first calls took 2.6-2.7 s (slice1), 0.9 s (a 1-d nonzero), 3.3-3.6 s (a
+#: small multi-dimensional one), 4.8 s (2**22 elements).
+EXPECTED_SECONDS = {"slice1": 3, "write": 3, "count": 1, "driver": 1}
 
 
 def expected_seconds(key: tuple) -> int:
-    """The seconds the compile notice says a first call of ``key`` takes."""
-    if key[0] == "slice1":
-        return EXPECTED_SECONDS["slice1"]
-    return EXPECTED_SECONDS.get(key[-1], EXPECTED_SECONDS["serial"])
+    """The seconds the compile notice says a first compile of ``key`` takes."""
+    if key[-1] == "C":
+        return EXPECTED_SECONDS[key[0]]
+    return EXPECTED_SECONDS["driver"]
 
 
 def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:

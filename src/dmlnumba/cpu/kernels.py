@@ -17,8 +17,15 @@ The drivers, each one body compiled serial and ``parallel=True``:
   of one block take serial drivers of their own (no count pass), which a call
   compiles only where it takes them.
 
+The passes they run, slice1's chunk copy and nonzero's block count and block
+write, are C functions (``numba.cfunc``, :func:`.compiling.c_function`) that the
+drivers call by address (:func:`.llvm.call_int64`): a jitted callee's code is
+linked into its caller, which LLVM then optimized and compiled again for each
+driver and each of a parallel driver's loops (a first parallel call compiled for
+8.5-9 s, nonzero, and 5.4-6.2 s, slice1; docs/PERFORMANCE.md).
+
 Their building blocks: :mod:`.indexmath` (the shared index math, compiled here)
-and :mod:`.llvm` (prefetch and bit-count intrinsics).
+and :mod:`.llvm` (prefetch, bit-count and call intrinsics).
 """
 
 from .nonzero_kernels import (
@@ -31,7 +38,8 @@ from .nonzero_kernels import (
     write_blocks,
     write_blocks_parallel,
 )
-from .slice_kernels import slice_copy, slice_copy_parallel
+from .nonzero_write import count_function, write_function
+from .slice_kernels import chunk_function, slice_copy, slice_copy_parallel
 
 __all__ = [
     "count_blocks",
@@ -42,6 +50,9 @@ __all__ = [
     "nonzero_single",
     "write_blocks",
     "write_blocks_parallel",
+    "chunk_function",
     "slice_copy",
+    "count_function",
+    "write_function",
     "slice_copy_parallel",
 ]

@@ -1,7 +1,11 @@
-"""LLVM intrinsics for the CPU kernels: a software prefetch and bit counts (one
-instruction each where the CPU has it), with plain-Python stand-ins where numba's
-JIT is disabled."""
+"""LLVM intrinsics for the CPU kernels: a software prefetch, bit counts (one
+instruction each where the CPU has it), and calls of C functions by address, with
+plain-Python stand-ins where numba's JIT is disabled."""
 
+import ctypes
+from typing import Any
+
+import numpy as np
 from llvmlite import ir
 from numba import config as _nbconfig
 from numba import types
@@ -58,6 +62,51 @@ trailing_zeros = _bit_count("cttz")
 leading_zeros = _bit_count("ctlz")
 
 
+@intrinsic
+def _data_pointer(typingctx, arr):
+    """A pointer to ``arr``'s first item, for a C function's pointer parameter."""
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+
+    return types.CPointer(arr.dtype)(arr), codegen
+
+
+data_pointer: Any = _data_pointer  # called as data_pointer(arr) (typingctx is numba's)
+
+
+def _c_call(restype):
+    """An intrinsic ``call(address, *args)``: the C function at ``address`` (an
+    integer, from :func:`~dmlnumba.cpu.compiling.c_function`) called with ``args``,
+    returning a ``restype``.  (numba's own first-class functions dispatch a function
+    object for 12 us a call; an integer costs what any argument does.)"""
+
+    @intrinsic
+    def call(typingctx, address, *args):
+        # numba passes the arguments as one StarArgTuple, or one by one
+        if len(args) == 1 and isinstance(args[0], types.StarArgTuple):
+            tup = args[0]
+        else:
+            tup = types.StarArgTuple(args)
+
+        def codegen(context, builder, signature, llargs):
+            argtys = signature.args[1]
+            values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
+            ret = ir.VoidType() if restype == types.void else context.get_value_type(restype)
+            fnty = ir.FunctionType(ret, [context.get_value_type(t) for t in argtys])
+            r = builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), values)
+            return context.get_dummy_value() if restype == types.void else r
+
+        return restype(address, tup), codegen
+
+    return call
+
+
+#: C functions called by address: returning nothing, or an int64.
+call_void = _c_call(types.void)
+call_int64 = _c_call(types.int64)
+
+
 # Plain Python (debugging): an intrinsic cannot be called there.  (getattr: numba sets
 # its config attributes at run time, out of its type stubs' sight.)
 if getattr(_nbconfig, "DISABLE_JIT", 0):
@@ -74,3 +123,12 @@ if getattr(_nbconfig, "DISABLE_JIT", 0):
 
     def leading_zeros(x):
         return 64 - int(x).bit_length()
+
+    def data_pointer(arr):  # type: ignore[misc]
+        return arr.ctypes.data_as(ctypes.POINTER(np.ctypeslib.as_ctypes_type(arr.dtype)))
+
+    def call_void(fn, *args):  # type: ignore[misc]  # fn: the Python function itself
+        fn(*args)
+
+    def call_int64(fn, *args):  # type: ignore[misc]
+        return fn(*args)

@@ -9,11 +9,12 @@ from numba import prange
 from ..params import NONZERO_CPU as P
 from .compiling import jit
 from .indexmath import _inline, is_nonzero
+from .llvm import call_int64, data_pointer
 from .llvm import leading_zeros as _leading_zeros
 from .llvm import popcount as _popcount
 from .llvm import trailing_zeros as _trailing_zeros
 from .nonzero_count import _compact_from, _count_contiguous
-from .nonzero_write import DENSE_OF, _count_block, _write_block
+from .nonzero_write import DENSE_OF
 
 #: Elements a sparse pass of :func:`_positions` reads at a time (one 64-bit mask);
 #: a group with at most ``SPARSE_BITS`` non-zeros is written one set bit at a time.
@@ -92,12 +93,16 @@ def _positions_driver(src, p, out, count):
     count[p[P.count_pos]] = _positions(src, p[P.src_base], p[P.n], mask, out)
 
 
-def _single_driver(src, p, out, count):
+def _single_driver(fw, src, p, out, count):
     """NONZERO_COORDINATES of an input of one block whose rows all fit (``limit`` at
-    least ``n``): no counting pass and no scan; the write, bounded by the worst
-    case (every element), ends on the count.  ``p`` as for :func:`_nonzero_driver`'s
+    least ``n``): no counting pass and no scan; the write (``fw``, the address of
+    :func:`~.nonzero_write.write_function`'s C function), bounded by the worst case
+    (every element), ends on the count.  ``p`` as for :func:`_nonzero_driver`'s
     drivers."""
-    count[p[P.count_pos]] = _write_block(src, p, np.int64(0), out, np.int64(0), p[P.n])
+    sp, pp, op = data_pointer(src), data_pointer(p), data_pointer(out)
+    zero = np.int64(0)
+    rows = call_int64(fw, sp, src.size, pp, p.size, zero, op, out.size, zero, p[P.n])
+    count[p[P.count_pos]] = rows
 
 
 nonzero_positions = jit(nogil=True)(_positions_driver)
@@ -109,7 +114,7 @@ def _nonzero_driver(parallel):
     :func:`_slice_driver`)."""
     loop = prange if parallel else range
 
-    def nonzero(src, p, out, count):
+    def nonzero(fc, fw, src, p, out, count):
         """NONZERO_COORDINATES of the elements ``[first, first + n)`` of the
         row-major order of the shape in ``p`` (the whole input; a dask block's
         run of the whole array's order), in that shape's coordinates.  ``p`` is a
@@ -119,21 +124,26 @@ def _nonzero_driver(parallel):
         Block ``b`` holds elements ``first + [b*block, (b+1)*block)``.  Pass 1
         counts each block's non-zeros; the exclusive scan of the counts gives each
         block its first output row; pass 2 writes each block's rows, those below
-        ``limit`` (the rows ``out`` holds).  The result is in ascending element
+        ``limit`` (the rows ``out`` holds).  ``fc`` and ``fw``: the addresses of the
+        passes' C functions (:func:`~.nonzero_write.count_function`,
+        :func:`~.nonzero_write.write_function`).  The result is in ascending element
         order with no sort and no atomics; the count is the true count, also where
         it exceeds ``limit``.  (A single block whose rows all fit needs neither
         the count nor the scan: :func:`nonzero_single` and
         :func:`nonzero_positions` take those calls, chosen by the caller.)
         """
+        sp, sn, pp, pn = data_pointer(src), src.size, data_pointer(p), p.size
+        op, on = data_pointer(out), out.size
         nblocks = p[P.nblocks]
         limit = p[P.limit]
         rows = np.empty(nblocks + 1, np.int64)
         rows[0] = 0
         for b in loop(nblocks):
-            rows[b + 1] = _count_block(src, p, np.int64(b))
+            rows[b + 1] = call_int64(fc, sp, sn, pp, pn, np.int64(b))
         _scan(rows, nblocks)
         for b in loop(nblocks):
-            _write_block(src, p, np.int64(b), out, min(rows[b], limit), min(rows[b + 1], limit))
+            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
+            call_int64(fw, sp, sn, pp, pn, np.int64(b), op, on, lo, hi)
         count[p[P.count_pos]] = rows[nblocks]
 
     return jit(parallel=parallel, nogil=True)(nonzero)
@@ -150,21 +160,25 @@ def _passes_driver(parallel):
     :func:`_slice_driver`."""
     loop = prange if parallel else range
 
-    def count_blocks(src, p, rows):
+    def count_blocks(fc, src, p, rows):
         """Pass 1 of ``nonzero``: ``rows[b]`` becomes block ``b``'s first output row
         and ``rows[nblocks]`` the count (``rows`` has ``nblocks + 1`` entries)."""
+        sp, sn, pp, pn = data_pointer(src), src.size, data_pointer(p), p.size
         nblocks = p[P.nblocks]
         rows[0] = 0
         for b in loop(nblocks):
-            rows[b + 1] = _count_block(src, p, np.int64(b))
+            rows[b + 1] = call_int64(fc, sp, sn, pp, pn, np.int64(b))
         _scan(rows, nblocks)
 
-    def write_blocks(src, p, out, rows):
+    def write_blocks(fw, src, p, out, rows):
         """Pass 2 of ``nonzero``: each block's coordinates into its rows, from
         ``rows`` (:func:`count_blocks`'), those below the limit in ``p``."""
+        sp, sn, pp, pn = data_pointer(src), src.size, data_pointer(p), p.size
+        op, on = data_pointer(out), out.size
         limit = p[P.limit]
         for b in loop(p[P.nblocks]):
-            _write_block(src, p, np.int64(b), out, min(rows[b], limit), min(rows[b + 1], limit))
+            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
+            call_int64(fw, sp, sn, pp, pn, np.int64(b), op, on, lo, hi)
 
     return jit(parallel=parallel, nogil=True)(count_blocks), jit(parallel=parallel, nogil=True)(
         write_blocks

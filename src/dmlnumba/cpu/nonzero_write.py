@@ -2,9 +2,10 @@
 positions (sparse runs) or from the elements directly (dense runs)."""
 
 import numpy as np
+from numba import carray, types
 
 from ..params import NONZERO_CPU as P
-from .compiling import jit
+from .compiling import c_function, jit
 from .indexmath import (
     _inline,
     advance,
@@ -251,14 +252,14 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
     return row
 
 
-@jit
-def _count_block(src, p, b):
+def _count_block(sp, sn, pp, pn, b):
     """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
-    :data:`~dmlnumba.params.NONZERO_CPU` block): elements ``first + [b*block,
-    (b+1)*block)`` (clipped to ``first + n``) of the row-major order of its shape.
-    Everything but the input comes from ``p``, so that a driver's parallel loop
-    passes three variables to its body (which numba compiles as a function of its
-    own, and the fewer the variables, the less there is to compile)."""
+    :data:`~dmlnumba.params.NONZERO_CPU` block of ``pn`` int64 at ``pp``) over the
+    ``sn`` items at ``sp``: elements ``first + [b*block, (b+1)*block)`` (clipped to
+    ``first + n``) of the row-major order of its shape.  A C function of each bit
+    width (:func:`count_function`)."""
+    src = carray(sp, sn)
+    p = carray(pp, pn)
     mask = src.dtype.type(p[P.mask])
     sb = p[P.src_base]
     first = p[P.first]
@@ -273,11 +274,14 @@ def _count_block(src, p, b):
     return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
 
 
-@jit
-def _write_block(src, p, b, out, row, row_end):
+def _write_block(sp, sn, pp, pn, b, op, on, row, row_end):
     """Write block ``b``'s coordinates (see :func:`_count_block`) into rows ``[row,
-    row_end)`` (see :func:`_write_range`); return the row after the last one
-    written."""
+    row_end)`` of the ``on`` items at ``op`` (see :func:`_write_range`); return the
+    row after the last one written.  A C function of each pair of bit widths
+    (:func:`write_function`)."""
+    src = carray(sp, sn)
+    p = carray(pp, pn)
+    out = carray(op, on)
     first = p[P.first]
     lo, hi = block_bounds(b, p[P.block], p[P.n])
     ndim = p[P.ndim]
@@ -296,3 +300,34 @@ def _write_block(src, p, b, out, row, row_end):
         row_end,
         p[P.contiguous] != 0,
     )
+
+
+_ITEMS = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
+_functions: dict = {}
+
+
+def count_function(bits):
+    """The address of :func:`_count_block` for ``bits``-bit inputs as a C function
+    (made, or loaded from numba's cache, on first use), which the drivers call: as a
+    jitted function its code was linked into every driver's, and LLVM optimized and
+    compiled it again for each (docs/PERFORMANCE.md)."""
+    key = ("count", bits)
+    f = _functions.get(key)
+    if f is None:
+        i = types.int64
+        sig = types.int64(types.CPointer(_ITEMS[bits]), i, types.CPointer(i), i, i)
+        f = _functions[key] = c_function(sig, _count_block)
+    return f
+
+
+def write_function(bits, out_bits):
+    """The address of :func:`_write_block` for ``bits``-bit inputs and ``out_bits``-bit
+    coordinates as a C function (see :func:`count_function`)."""
+    key = ("write", bits, out_bits)
+    f = _functions.get(key)
+    if f is None:
+        i = types.int64
+        src, out = types.CPointer(_ITEMS[bits]), types.CPointer(_ITEMS[out_bits])
+        sig = types.int64(src, i, types.CPointer(i), i, i, out, i, i, i)
+        f = _functions[key] = c_function(sig, _write_block)
+    return f

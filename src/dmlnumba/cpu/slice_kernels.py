@@ -3,13 +3,14 @@ plain), with software prefetch of the rows ahead; one body compiled serial and
 ``parallel=True``."""
 
 import numpy as np
+from numba import carray, prange, types
 from numba import config as _nbconfig
-from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .compiling import jit
+from .compiling import c_function, jit
 from .indexmath import block_bounds, next_row, offset, unravel
+from .llvm import call_void, data_pointer
 from .llvm import prefetch as _prefetch
 
 #: A cache line, in bytes (the step between software prefetches).
@@ -97,12 +98,12 @@ def _prefetch_row(src, p, st, n, line):
             _prefetch(src, lo + span)
 
 
-@jit
-def _copy_chunk(src, sb, dst, db, geom, chunk, c):
+def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
     """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
-    copy: ``geom`` rows are sizes, source and destination strides.  The one body
-    of both drivers below, called with the same argument types from both (so it
-    compiles once per bit width).
+    copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
+    gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
+    function of each bit width (:func:`chunk_function`), which both drivers below
+    call through its address.
 
     Blocks of the largest shape that fits what is left: a partial row, whole
     rows up to the end of their plane (the last two dimensions), or whole planes
@@ -110,6 +111,9 @@ def _copy_chunk(src, sb, dst, db, geom, chunk, c):
     (below).  The odometer (and a full offset computation) runs only
     where a block ends a run.
     """
+    src = carray(sp, sn)
+    dst = carray(dp, dn)
+    geom = carray(gp, (3, gn))
     ndim = geom.shape[1]
     shape = geom[0]
     sst = geom[1]
@@ -315,17 +319,40 @@ def _copy_chunk(src, sb, dst, db, geom, chunk, c):
         d = db + offset(coords, dstr, ndim)
 
 
+_ITEMS = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
+_chunk_functions: dict = {}
+
+
+def chunk_function(bits):
+    """The address of :func:`_copy_chunk` for ``bits``-bit items as a C function (made,
+    or loaded from numba's cache, on first use), which the drivers call.  Called
+    directly, as a jitted function, its code was linked into each driver's, and
+    LLVM optimized and compiled it again for each (the parallel driver's parfor
+    twice): a first parallel call compiled for 5.4-6.2 s, 2.7 s this way
+    (docs/PERFORMANCE.md)."""
+    f = _chunk_functions.get(bits)
+    if f is None:
+        p = types.CPointer(_ITEMS[bits])
+        i = types.int64
+        sig = types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i)
+        f = _chunk_functions[bits] = c_function(sig, _copy_chunk)
+    return f
+
+
 def _slice_driver(parallel):
     """The slice driver, on numba's threads or (``parallel=False``) the calling one:
     one body, compiled twice.  ``loop`` is a closure variable that differs between
     the two, so that numba's disk cache (keyed by the function's code and closure)
-    keeps them apart."""
+    keeps them apart.  ``f``: the address of the chunk copy of the arrays' bit width
+    (:func:`chunk_function`)."""
     loop = prange if parallel else range
 
-    def slice_copy(src, src_base, dst, dst_base, geom, chunk, nchunks):
+    def slice_copy(f, src, src_base, dst, dst_base, geom, chunk, nchunks):
         """Strided copy, chunk by chunk."""
+        sp, sn, dp, dn = data_pointer(src), src.size, data_pointer(dst), dst.size
+        gp, gn = data_pointer(geom), geom.shape[1]
         for c in loop(nchunks):
-            _copy_chunk(src, src_base, dst, dst_base, geom, chunk, np.int64(c))
+            call_void(f, sp, sn, src_base, dp, dn, dst_base, gp, gn, chunk, np.int64(c))
 
     return jit(parallel=parallel, nogil=True)(slice_copy)
 

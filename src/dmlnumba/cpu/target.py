@@ -54,6 +54,7 @@ def _copy(src, src_base, dst, dst_base, geom, size):
             k.slice_copy_parallel,
             k.slice_copy,
             key,
+            _c_function(k.chunk_function, "slice1", 8 * src.itemsize),
             src,
             src_base,
             dst,
@@ -64,7 +65,8 @@ def _copy(src, src_base, dst, dst_base, geom, size):
         )
         _parallel_end = time.monotonic()
     else:  # one chunk: a contiguous window is then one memcpy, as NumPy's copy is
-        compiling.run(k.slice_copy, key, src, src_base, dst, dst_base, geom, size, 1)
+        f = _c_function(k.chunk_function, "slice1", 8 * src.itemsize)
+        compiling.run(k.slice_copy, key, f, src, src_base, dst, dst_base, geom, size, 1)
 
 
 #: ``/proc/loadavg``, kept open (:func:`cores_free`); None until first asked, False
@@ -185,14 +187,42 @@ def _parallel(p):
 def _nonzero_with(p, src, out, count, driver):
     """Run the nonzero of parameter block ``p``; ``driver``: :func:`_driver`'s
     choice, for a call that runs on this thread."""
-    k = kernels()
-    key = ("nonzero", 8 * src.itemsize, 8 * out.itemsize)
+    bits = (8 * src.itemsize, 8 * out.itemsize)
     if _parallel(p) and threads_ok():
-        run_parallel(k.nonzero_parallel, k.nonzero, key, src, p, out, count)
-    elif driver == "blocks":
-        compiling.run(k.nonzero, key, src, p, out, count)
+        k = kernels()
+        fc = _c_function(k.count_function, "count", bits[0])
+        fw = _c_function(k.write_function, "write", *bits)
+        key = ("nonzero",) + bits
+        run_parallel(k.nonzero_parallel, k.nonzero, key, fc, fw, src, p, out, count)
     else:
-        compiling.run(getattr(k, "nonzero_" + driver), key + (driver,), src, p, out, count)
+        kernel, key, passes = _serial(driver, bits)
+        compiling.run(kernel, key, *passes, src, p, out, count)
+
+
+def _serial(driver, bits):
+    """The serial nonzero driver ``driver`` (:func:`_driver`'s choice) for inputs and
+    coordinates of ``bits``: ``(kernel, key, passes)``, ``passes`` the addresses of
+    the C functions it takes before the arrays (each compiled on first use)."""
+    k = kernels()
+    key = ("nonzero",) + bits
+    if driver == "positions":
+        return k.nonzero_positions, key + (driver,), ()
+    fw = _c_function(k.write_function, "write", *bits)
+    if driver == "single":
+        return k.nonzero_single, key + (driver,), (fw,)
+    return k.nonzero, key, (_c_function(k.count_function, "count", bits[0]), fw)
+
+
+_addresses: dict[tuple, Any] = {}
+
+
+def _c_function(make, *key):
+    """The address of a kernel's C function (``make(*key[1:])``: compiled on first use,
+    under the compile notice), looked up once a call."""
+    f = _addresses.get(key)
+    if f is None:
+        f = _addresses[key] = compiling.build(make, key + ("C",), *key[1:])
+    return f
 
 
 def describe(a, name, func):
@@ -451,21 +481,22 @@ def nonzero_runner(x, width, dtype, rows, lib=None):
     serial = not _parallel(p)
     kernel = None
     key: tuple = ()
+    passes: tuple = ()
 
     def run(x):
-        nonlocal kernel, key
+        nonlocal kernel, key, passes
         cnt = np.empty(1, u)
         crd = np.empty(shape, u)  # and its flat view: 0.1 us less than the other way round
         src = read(x)
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
-            compiling.run(kernel, key, src, p, crd.ravel(), cnt)
+            if passes:
+                compiling.run(kernel, key, *passes, src, p, crd.ravel(), cnt)
+            else:  # the positions pass: no C function (and no star call)
+                compiling.run(kernel, key, src, p, crd.ravel(), cnt)
         else:
             _nonzero_with(p, src, crd.ravel(), cnt, driver)
             if serial:  # compiled (or loaded) by the call just made
-                name = "nonzero" if driver == "blocks" else "nonzero_" + driver
-                kernel = getattr(kernels(), name)
-                bits = ("nonzero", 8 * src.itemsize, 8 * crd.itemsize)
-                key = bits if driver == "blocks" else bits + (driver,)
+                kernel, key, passes = _serial(driver, (8 * src.itemsize, 8 * crd.itemsize))
         if view:
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd
@@ -511,19 +542,21 @@ def argwhere(x):
     bits = (8 * src.itemsize,)
     rows = np.empty(p[NONZERO_CPU.nblocks] + 1, np.int64)
     parallel = _parallel(p) and threads_ok()
+    fc = _c_function(k.count_function, "count", *bits)
     if parallel:
-        run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, src, p, rows)
+        run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, fc, src, p, rows)
     else:
-        compiling.run(k.count_blocks, ("count",) + bits, src, p, rows)
+        compiling.run(k.count_blocks, ("count",) + bits, fc, src, p, rows)
     count = int(rows[-1])
     coords = np.empty((count, w), np.int64)
     if count:
         out = coords.reshape(-1).view(np.uint64)
         key = ("write", bits[0], 64)
+        fw = _c_function(k.write_function, *key)
         if parallel:
-            run_parallel(k.write_blocks_parallel, k.write_blocks, key, src, p, out, rows)
+            run_parallel(k.write_blocks_parallel, k.write_blocks, key, fw, src, p, out, rows)
         else:
-            compiling.run(k.write_blocks, key, src, p, out, rows)
+            compiling.run(k.write_blocks, key, fw, src, p, out, rows)
     return coords
 
 
