@@ -48,7 +48,7 @@ def _positions(src, p, n, mask, out):
     The first 64 elements choose the way (docs/PERFORMANCE.md):
     - a quarter or more of them non-zero: one branchless loop
       (:func:`_compact_from`) that ends on the last non-zero element, about half
-      the time :func:`_write_range` takes for 1000 elements;
+      the time :func:`~.nonzero_write._write_block` takes for 1000 elements;
     - fewer: 64 elements at a time, the non-zero ones as a bit mask
       (:func:`_group_bits`).  A group with none is skipped, one with at most
       ``SPARSE_BITS`` is written one set bit at a time, a denser one by the

@@ -170,13 +170,35 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
     return row
 
 
-@_inline
-def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_end, contiguous):
-    """Write the coordinates of the non-zero elements among ``[lo, hi)`` into rows
-    ``[row, row_end)`` of ``out`` (``w``: out_base, row stride, column stride,
-    width), in element order; return the row after the last one written.
+def _count_block(sp, sn, pp, pn, b):
+    """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
+    :data:`~dmlnumba.params.NONZERO_CPU` block of ``pn`` int64 at ``pp``) over the
+    ``sn`` items at ``sp``: elements ``first + [b*block, (b+1)*block)`` (clipped to
+    ``first + n``) of the row-major order of its shape.  A C function of each bit
+    width (:func:`count_function`)."""
+    src = carray(sp, sn)
+    p = carray(pp, pn)
+    mask = src.dtype.type(p[P.mask])
+    sb = p[P.src_base]
+    first = p[P.first]
+    lo, hi = block_bounds(b, p[P.block], p[P.n])
+    lo += first
+    hi += first
+    if p[P.contiguous] != 0:
+        return _count_row(src, sb + lo, 1, hi - lo, mask)
+    ndim = p[P.ndim]
+    shape = p[P.shape : P.shape + ndim]
+    strides = p[P.strides : P.strides + ndim]
+    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
 
-    Runs of elements that are consecutive in memory (the rest of the range where
+
+def _write_block(sp, sn, pp, pn, b, op, on, row, row_end):
+    """Write block ``b``'s coordinates (see :func:`_count_block`) into rows ``[row,
+    row_end)`` of the ``on`` items at ``op``, in element order; return the row after
+    the last one written.  A C function of each pair of bit widths
+    (:func:`write_function`).
+
+    Runs of elements that are consecutive in memory (the rest of the block where
     the input is C-contiguous, else the rest of a row), ``COMPACT`` elements at a
     time, are either dense or sparse.  A dense run is written element by element
     without a branch (:func:`_write_dense`); a sparse one is compacted (the
@@ -189,9 +211,21 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
     rows (row stride the width, column stride 1: every default output), with the
     width and both strides as constants (:func:`_write_dense`).
     """
+    src = carray(sp, sn)
+    p = carray(pp, pn)
+    out = carray(op, on)
+    sb = p[P.src_base]
+    mask = src.dtype.type(p[P.mask])
+    ndim = p[P.ndim]
+    shape = p[P.shape : P.shape + ndim]
+    strides = p[P.strides : P.strides + ndim]
+    lo, hi = block_bounds(b, p[P.block], p[P.n])
+    lo += p[P.first]
+    hi += p[P.first]
+    ob, rs, cs, width = p[P.out_base], p[P.rs], p[P.cs], p[P.width]
+    contiguous = p[P.contiguous] != 0
     if row == row_end:
         return row
-    ob, rs, cs, width = w
     coords = np.empty(ndim, np.int64)
     buf = np.empty(COMPACT, np.int64)
     head = np.empty(max(width - 1, 1), out.dtype)  # a dense row's outer coordinates
@@ -250,56 +284,6 @@ def _write_range(src, sb, mask, shape, strides, ndim, lo, hi, out, w, row, row_e
             if coords[last] == n_last and k0 < hi:
                 next_row(coords, shape, ndim)
     return row
-
-
-def _count_block(sp, sn, pp, pn, b):
-    """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
-    :data:`~dmlnumba.params.NONZERO_CPU` block of ``pn`` int64 at ``pp``) over the
-    ``sn`` items at ``sp``: elements ``first + [b*block, (b+1)*block)`` (clipped to
-    ``first + n``) of the row-major order of its shape.  A C function of each bit
-    width (:func:`count_function`)."""
-    src = carray(sp, sn)
-    p = carray(pp, pn)
-    mask = src.dtype.type(p[P.mask])
-    sb = p[P.src_base]
-    first = p[P.first]
-    lo, hi = block_bounds(b, p[P.block], p[P.n])
-    lo += first
-    hi += first
-    if p[P.contiguous] != 0:
-        return _count_row(src, sb + lo, 1, hi - lo, mask)
-    ndim = p[P.ndim]
-    shape = p[P.shape : P.shape + ndim]
-    strides = p[P.strides : P.strides + ndim]
-    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
-
-
-def _write_block(sp, sn, pp, pn, b, op, on, row, row_end):
-    """Write block ``b``'s coordinates (see :func:`_count_block`) into rows ``[row,
-    row_end)`` of the ``on`` items at ``op`` (see :func:`_write_range`); return the
-    row after the last one written.  A C function of each pair of bit widths
-    (:func:`write_function`)."""
-    src = carray(sp, sn)
-    p = carray(pp, pn)
-    out = carray(op, on)
-    first = p[P.first]
-    lo, hi = block_bounds(b, p[P.block], p[P.n])
-    ndim = p[P.ndim]
-    return _write_range(
-        src,
-        p[P.src_base],
-        src.dtype.type(p[P.mask]),
-        p[P.shape : P.shape + ndim],
-        p[P.strides : P.strides + ndim],
-        ndim,
-        lo + first,
-        hi + first,
-        out,
-        (p[P.out_base], p[P.rs], p[P.cs], p[P.width]),
-        row,
-        row_end,
-        p[P.contiguous] != 0,
-    )
 
 
 _ITEMS = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
