@@ -277,6 +277,27 @@ def test_truncated_cache_entries_are_recompiled(tmp_path):
     assert "could not be read" not in third.stderr
 
 
+def test_a_missing_threading_layer_is_not_taken_for_a_bad_cache_entry(tmp_path):
+    # Was: "numba's cached code for count/8/parallel could not be read (ValueError: No
+    # threading layer could be loaded...); recompiling it", and every kernel's cache
+    # flushed, before the same error was raised.
+    code = """
+        import numpy as np, dmlnumba
+        print(dmlnumba.argwhere(np.ones(1 << 21, np.int8)).shape)
+    """
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "DMLNUMBA_CPU_PARALLEL_MIN": str(1 << 20)}
+    first = _python(code, env)
+    assert first.returncode == 0 and first.stdout == "(2097152, 1)\n", first.stderr
+    second = _python(code, {**env, "NUMBA_THREADING_LAYER": "tbb"})
+    if second.returncode == 0:
+        pytest.skip("numba loads tbb here")
+    assert "No threading layer could be loaded" in second.stderr
+    assert "could not be read" not in second.stderr
+    third = _python(code, env)  # the cache is intact: nothing to recompile
+    assert third.returncode == 0 and third.stdout == first.stdout
+    assert "compiling" not in third.stderr
+
+
 def test_disable_jit_runs_every_path():
     # Was: multi-row slice1 failed (the prefetch intrinsic cannot run as Python).
     r = _python(

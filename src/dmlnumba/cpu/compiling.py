@@ -102,11 +102,14 @@ def c_function(sig: Any, func: Callable) -> Any:
 
 
 def _from_cache(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised while numba read its cache."""
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.filename.replace("\\", "/").endswith("numba/core/caching.py"):
-            return True
-    return False
+    """Whether ``exc`` was raised while numba read its cache: not where a cached
+    parallel kernel, as numba rebuilt it, started numba's thread pool and the
+    threading layer could not be loaded (``NUMBA_THREADING_LAYER=tbb`` without tbb),
+    which no recompile mends and which would have flushed every cache."""
+    names = [f.filename.replace("\\", "/") for f in traceback.extract_tb(exc.__traceback__)]
+    if any(n.endswith("numba/np/ufunc/parallel.py") for n in names):
+        return False
+    return any(n.endswith("numba/core/caching.py") for n in names)
 
 
 def _reset_caches() -> None:
