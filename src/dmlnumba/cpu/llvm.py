@@ -74,6 +74,14 @@ def _data_pointer(typingctx, arr):
 
 data_pointer: Any = _data_pointer  # called as data_pointer(arr) (typingctx is numba's)
 
+_UINTS = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
+
+
+def item_pointer(bits):
+    """The numba type of a pointer to ``bits``-bit items (the flat views' unsigned
+    integers), for a C function's signature."""
+    return types.CPointer(_UINTS[bits])
+
 
 def _c_call(restype):
     """An intrinsic ``call(address, *args)``: the C function at ``address`` (an

@@ -16,6 +16,7 @@ from .indexmath import (
     unravel,
     write_coordinates,
 )
+from .llvm import item_pointer
 from .nonzero_count import COMPACT, _compact_row, _count_range, _count_row
 
 #: Compacted runs of at least ``DENSE_MIN`` elements, at least one in ``DENSE_OF`` of
@@ -286,32 +287,20 @@ def _write_block(sp, sn, pp, pn, b, op, on, row, row_end):
     return row
 
 
-_ITEMS = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
-_functions: dict = {}
-
-
 def count_function(bits):
     """The address of :func:`_count_block` for ``bits``-bit inputs as a C function
-    (made, or loaded from numba's cache, on first use), which the drivers call: as a
-    jitted function its code was linked into every driver's, and LLVM optimized and
-    compiled it again for each (docs/PERFORMANCE.md)."""
-    key = ("count", bits)
-    f = _functions.get(key)
-    if f is None:
-        i = types.int64
-        sig = types.int64(types.CPointer(_ITEMS[bits]), i, types.CPointer(i), i, i)
-        f = _functions[key] = c_function(sig, _count_block)
-    return f
+    (made, or loaded from numba's cache), which the drivers call; the target makes it
+    once (``cpu.target._c_function``).  As a jitted function its code was linked into
+    every driver's, and LLVM optimized and compiled it again for each
+    (docs/PERFORMANCE.md)."""
+    i = types.int64
+    sig = types.int64(item_pointer(bits), i, types.CPointer(i), i, i)
+    return c_function(sig, _count_block)
 
 
 def write_function(bits, out_bits):
     """The address of :func:`_write_block` for ``bits``-bit inputs and ``out_bits``-bit
     coordinates as a C function (see :func:`count_function`)."""
-    key = ("write", bits, out_bits)
-    f = _functions.get(key)
-    if f is None:
-        i = types.int64
-        src, out = types.CPointer(_ITEMS[bits]), types.CPointer(_ITEMS[out_bits])
-        sig = types.int64(src, i, types.CPointer(i), i, i, out, i, i, i)
-        f = _functions[key] = c_function(sig, _write_block)
-    return f
+    i = types.int64
+    src, out = item_pointer(bits), item_pointer(out_bits)
+    return c_function(types.int64(src, i, types.CPointer(i), i, i, out, i, i, i), _write_block)

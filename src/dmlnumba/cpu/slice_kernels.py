@@ -10,7 +10,7 @@ from numba.extending import intrinsic
 
 from .compiling import c_function, jit
 from .indexmath import block_bounds, next_row, offset, unravel
-from .llvm import call_void, data_pointer
+from .llvm import call_void, data_pointer, item_pointer
 from .llvm import prefetch as _prefetch
 
 #: A cache line, in bytes (the step between software prefetches).
@@ -319,24 +319,15 @@ def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
         d = db + offset(coords, dstr, ndim)
 
 
-_ITEMS = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
-_chunk_functions: dict = {}
-
-
 def chunk_function(bits):
     """The address of :func:`_copy_chunk` for ``bits``-bit items as a C function (made,
-    or loaded from numba's cache, on first use), which the drivers call.  Called
-    directly, as a jitted function, its code was linked into each driver's, and
-    LLVM optimized and compiled it again for each (the parallel driver's parfor
-    twice): a first parallel call compiled for 5.4-6.2 s, 2.7 s this way
-    (docs/PERFORMANCE.md)."""
-    f = _chunk_functions.get(bits)
-    if f is None:
-        p = types.CPointer(_ITEMS[bits])
-        i = types.int64
-        sig = types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i)
-        f = _chunk_functions[bits] = c_function(sig, _copy_chunk)
-    return f
+    or loaded from numba's cache), which the drivers call; the target makes it once
+    (``cpu.target._c_function``).  Called directly, as a jitted function, its code was
+    linked into each driver's, and LLVM optimized and compiled it again for each (the
+    parallel driver's parfor twice): a first parallel call compiled for 5.4-6.2 s,
+    2.7 s this way (docs/PERFORMANCE.md)."""
+    p, i = item_pointer(bits), types.int64
+    return c_function(types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i), _copy_chunk)
 
 
 def _slice_driver(parallel):

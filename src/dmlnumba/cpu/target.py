@@ -213,6 +213,8 @@ def _serial(driver, bits):
     return k.nonzero, key, (_c_function(k.count_function, "count", bits[0]), fw)
 
 
+#: The C functions' addresses by key: the one place each is kept (the kernels' makers
+#: compile or load one anew each time they are called).
 _addresses: dict[tuple, Any] = {}
 
 
