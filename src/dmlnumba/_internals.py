@@ -7,11 +7,12 @@ versions it is tested against (``tests/test_import.py`` checks the installed one
   - :func:`array_arg`: the launch arguments of a 1-d array parameter (numba's
     array ABI);
   - :func:`numba_pointer`: a numba device array's address as an int
-    (``gpu_data.device_pointer``; ``device_ctypes_pointer.value`` costs 1 us more);
+    (``gpu_data.device_pointer``; ``device_ctypes_pointer.value`` is slower);
   - :func:`numba_device_array`, :func:`numba_array_maker`: a numba
     ``DeviceNDArray`` over memory that an owner object keeps alive
     (``driver.MemoryPointer`` and the array's constructor, which
-    ``cuda.from_cuda_array_interface`` calls after checks that cost 10 us a call;
+    ``cuda.from_cuda_array_interface`` calls after checks that cost more than a
+    small call's launch;
     the maker copies the attributes of one array made by the constructor).
 - numba (``>=0.60``): none beyond the public API.
 - PyTorch: ``torch._C._cuda_getCurrentRawStream`` (the current stream's raw
@@ -73,8 +74,8 @@ def numba_device_array(ctx, ptr, shape, dtype, owner):
 
 def numba_array_maker(ctx, shape, dtype):
     """A function ``make(ptr, owner)`` giving what :func:`numba_device_array` gives,
-    for repeated calls: each array a copy of one made once (its layout, worked out
-    by numba's constructor in 5 us, is the same), with its own memory pointer."""
+    for repeated calls: each array a copy of one made once (its layout, which
+    numba's constructor works out slowly, is the same), with its own memory pointer."""
     nb = _numba_classes()
     template = numba_device_array(ctx, 0, shape, dtype, None).__dict__
     size = template["gpu_data"].size

@@ -43,18 +43,15 @@ CPU_SLICE_NUMPY_MAX = 1 << 13
 #: Below this many elements, CPU kernels run on one thread.  Below about 2**20 a
 #: call into new outputs gains little from threads (page faults on the new output
 #: dominate), and on a loaded machine a parallel region waits for a descheduled
-#: worker: with 2**15, one busy process made the p90 of a 4x256x256 nonzero 11x its
-#: idle median; with 2**20, 1.1x (scripts/loaded_latency.py, docs/PERFORMANCE.md).
+#: worker (scripts/loaded_latency.py; the measurement: docs/PERFORMANCE.md, "Settings").
 CPU_PARALLEL_MIN = 1 << 20
 
 #: CPU slice1: 1 runs a call that would go to numba's threads on the calling one
 #: where the machine's other runnable threads leave numba's no core each (Linux's
 #: count of them); 0 (the default) never does.  A parallel region waits for its
-#: slowest thread: with other processes busy on the 2-core VM, parallel calls took
-#: 3-8x their serial time (docs/PERFORMANCE.md).  Off by default because any one
-#: other runnable thread sends a call to one core: on a 16-core host beside one busy
-#: process that gives up 15 idle cores (the large window runs 2.5x faster on 16
-#: threads than NumPy's copy, 0.84x on one).  For shared machines.
+#: slowest thread, which another busy process may hold up.  Off by default because
+#: any one other runnable thread sends a call to one core, which on a many-core host
+#: gives up its idle cores.  For shared machines (docs/PERFORMANCE.md, "Settings").
 CPU_SLICE_LOAD_CHECK = 0
 
 #: Dask nonzero: the most input bytes of one block where the input's chunking must
@@ -64,11 +61,9 @@ DASK_BLOCK_BYTES = 1 << 27
 #: Dask nonzero of a 1-d input or of a 2-d one in row blocks, without max_count: 1
 #: builds the rows and counts as blockwise layers, into which dask fuses the input's
 #: blockwise tasks (a generator, a device move): a task a block fewer for the
-#: scheduler, at a graph-optimization cost on the client (about 0.3 ms a block on the
-#: 2-core VM: generate+nonzero of 256 blocks took 1.3x the CPU time on the threaded
-#: scheduler, and was slower on a distributed LocalCluster in two runs of three); 0
-#: builds the materialized layer every layout takes.  Off until the two-GPU run
-#: (scripts/dask_two_gpus.py runs both) says otherwise.
+#: scheduler, at a graph-optimization cost on the client (docs/PERFORMANCE.md,
+#: "Settings"); 0 builds the materialized layer every layout takes.  Off until a
+#: two-GPU measurement of both (scripts/dask_two_gpus.py runs both) says otherwise.
 DASK_BLOCKWISE = 0
 
 #: CUDA: threads per block for both operators.
@@ -94,8 +89,8 @@ CUDA_NONZERO_32BIT_BELOW = 1 << 31
 
 #: CUDA nonzero: register cap per thread, every variant (0: the compiler's
 #: choice, about 60).  At 40 the kernels spill (the count pass's loads in flight,
-#: the staged write pass); 56 measured 2-23% faster on the H100 across 1-d,
-#: reversed, strided and multi-dimensional inputs (docs/PERFORMANCE.md, "Settings").
+#: the staged write pass); 56 is the fastest cap that does not spill
+#: (docs/PERFORMANCE.md, "Settings").
 CUDA_NONZERO_MAX_REGISTERS = 56
 
 #: CUDA slice1: about how many elements of a row each thread copies (its share
@@ -103,8 +98,8 @@ CUDA_NONZERO_MAX_REGISTERS = 56
 CUDA_SLICE_ITEMS = 8
 
 #: CUDA slice1: consecutive rows each tile walks (amortizes the divisions that
-#: locate a tile's first row).  Short tiles also keep the last wave of tiles short:
-#: 8 beat 32 on every window measured (docs/PERFORMANCE.md, "Settings").
+#: locate a tile's first row).  Short tiles also keep the last wave of tiles short
+#: (docs/PERFORMANCE.md, "Settings").
 CUDA_SLICE_ROWS = 8
 
 #: CUDA slice1: fewer rows a tile where CUDA_SLICE_ROWS would leave fewer tiles

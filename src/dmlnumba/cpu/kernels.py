@@ -20,9 +20,9 @@ The drivers, each one body compiled serial and ``parallel=True``:
 The passes they run, slice1's chunk copy and nonzero's block count and block
 write, are C functions (``numba.cfunc``, :func:`.compiling.c_function`) that the
 drivers call by address (:func:`.llvm.call_int64`): a jitted callee's code is
-linked into its caller, which LLVM then optimized and compiled again for each
-driver and each of a parallel driver's loops (a first parallel call compiled for
-8.5-9 s, nonzero, and 5.4-6.2 s, slice1; docs/PERFORMANCE.md).
+linked into its caller, which LLVM then optimizes and compiles again for each
+driver and each of a parallel driver's loops: most of a first call's compile time
+(docs/PERFORMANCE.md, "Startup and compile time").
 
 Their building blocks: :mod:`.indexmath` (the shared index math, compiled here)
 and :mod:`.llvm` (prefetch, bit-count and call intrinsics).

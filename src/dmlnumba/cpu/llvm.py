@@ -87,7 +87,8 @@ def _c_call(restype):
     """An intrinsic ``call(address, *args)``: the C function at ``address`` (an
     integer, from :func:`~dmlnumba.cpu.compiling.c_function`) called with ``args``,
     returning a ``restype``.  (numba's own first-class functions dispatch a function
-    object for 12 us a call; an integer costs what any argument does.)"""
+    object on every call, which costs more than a small call's work; an integer
+    costs what any argument does.)"""
 
     @intrinsic
     def call(typingctx, address, *args):

@@ -26,7 +26,7 @@ SPARSE_BITS = 16
 def _group_bits(src, up, g, n, mask):
     """A uint64 with bit ``j`` set where element ``g + j`` (of ``n``, read at
     ``src[up + g + j]``) is non-zero: 64 elements, fewer at the end.  The loop
-    vectorizes (about 0.1 ns an element)."""
+    vectorizes."""
     b = up + np.uint64(g)
     m = np.uint64(0)
     if g + GROUP <= n:
@@ -47,13 +47,12 @@ def _positions(src, p, n, mask, out):
 
     The first 64 elements choose the way (docs/PERFORMANCE.md):
     - a quarter or more of them non-zero: one branchless loop
-      (:func:`_compact_from`) that ends on the last non-zero element, about half
-      the time :func:`~.nonzero_write._write_block` takes for 1000 elements;
+      (:func:`_compact_from`) that ends on the last non-zero element, faster than
+      :func:`~.nonzero_write._write_block` on a small input;
     - fewer: 64 elements at a time, the non-zero ones as a bit mask
       (:func:`_group_bits`).  A group with none is skipped, one with at most
       ``SPARSE_BITS`` is written one set bit at a time, a denser one by the
-      branchless loop up to its last set bit.  1000 elements at 1% take about
-      0.2 us of work instead of 0.45.
+      branchless loop up to its last set bit, so sparse inputs skip most work.
     """
     up = np.uint64(p)
     h = min(GROUP, n)
@@ -119,7 +118,7 @@ def _nonzero_driver(parallel):
         row-major order of the shape in ``p`` (the whole input; a dask block's
         run of the whole array's order), in that shape's coordinates.  ``p`` is a
         :data:`~dmlnumba.params.NONZERO_CPU` block; everything but the arrays is
-        in it, since numba's dispatch costs about 0.1 us an argument.
+        in it, since numba's dispatch costs time for every argument.
 
         Block ``b`` holds elements ``first + [b*block, (b+1)*block)``.  Pass 1
         counts each block's non-zeros; the exclusive scan of the counts gives each

@@ -94,17 +94,17 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
     the next non-zero's, which ends the run (so nothing is left past the count).
     Packed rows (row stride ``W``, column stride 1: every default output) of widths
     1 to 4 take a row loop of their own with the width and strides as constants (the
-    column stores unrolled, the addresses constant steps), which takes a quarter to
-    a third off a 2- or 3-column write.  The five loops are branches of this one
-    compilation (as five specialisations, one a literal width, they took 2.2 times
-    its compile time); it is compiled without reference counting (``_nrt=False``:
-    it allocates nothing, and its caller holds its arrays), since the atomic counts
-    of its five arrays around each call (a run of up to ``COMPACT`` elements) made a
-    3-column write 17% slower (docs/PERFORMANCE.md).  ``head``
+    column stores unrolled, the addresses constant steps), which makes 2- and
+    3-column writes faster.  The five loops are branches of this one compilation
+    (five specialisations took about twice its compile time); it is compiled
+    without reference counting (``_nrt=False``: it allocates nothing, and its caller
+    holds its arrays), since the atomic counts of its five arrays around each call
+    (a run of up to ``COMPACT`` elements) slowed the 3-column write
+    (docs/PERFORMANCE.md, "Specialised paths").  ``head``
     (at least ``W - 1`` entries) holds a row's outer coordinates.  The rows of a
     plane (the coordinates before the next-to-last fixed) follow each other with
     the next-to-last coordinate in a local: the odometer carries once a plane, not
-    once a row, which took (1000, 1) from 3.1-4.2 to 2.6 us (docs/PERFORMANCE.md)."""
+    once a row, which shortens calls on short rows (docs/PERFORMANCE.md)."""
     last = ndim - 1
     first = ndim - W
     n_last = shape[last]
@@ -124,8 +124,8 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
         for i in range(W - 1):
             head[i] = coords[first + i]
         # Up to three outer columns in locals: out may alias head for all numba
-        # tells LLVM, which then reloads head after every store (10-20% of a
-        # 3-column row's time, docs/PERFORMANCE.md).
+        # tells LLVM, which then reloads head after every store (docs/PERFORMANCE.md,
+        # "Specialised paths").
         h0 = head[0]
         h1 = head[1] if W > 2 else h0
         h2 = head[2] if W > 3 else h0
@@ -251,8 +251,8 @@ def _write_block(sp, sn, pp, pn, b, op, on, row, row_end):
         e = 0  # a dense run's end: just past its last non-zero that gets a row
         c = -1  # its non-zeros, where known
         if guess_dense and m >= DENSE_MIN:
-            # Likely dense: count first (a vectorized loop, about 2.5x faster than
-            # compacting) and, where the run is dense and fits, find its end.
+            # Likely dense: count first (a vectorized loop, faster than compacting)
+            # and, where the run is dense and fits, find its end.
             c = _count_row(src, p, st, m, mask)
             if c * DENSE_OF >= m and c <= room:
                 e = m

@@ -46,7 +46,7 @@ def _memcpy(typingctx, dst, d, src, s, n):
     intrinsic of a runtime length): the arrays never overlap here.  For long rows
     (``MEMCPY_BYTES``): as fast as NumPy's copy where the data comes from memory,
     and free of the vector loop's stalls where source and destination lie a
-    multiple of 4 KiB apart (a 4096-element float32 row: 7x the memcpy's time)."""
+    multiple of 4 KiB apart (docs/PERFORMANCE.md, "Specialised paths")."""
 
     def codegen(context, builder, signature, args):
         dty, _, sty, _, _ = signature.args
@@ -78,8 +78,8 @@ def _prefetch_row(src, p, st, n, line):
 
     No division: it runs once a row, and ``LINE // itemsize`` (numba reads the
     itemsize at run time) and a ``range`` with a runtime step (its trip count)
-    divided twice a row, 12-30% of a strided copy's time with rows of 6 to 85
-    elements (docs/PERFORMANCE.md).  One exit, like ``next_row``."""
+    divide, and a division a row weighs on strided copies of short rows
+    (docs/PERFORMANCE.md).  One exit, like ``next_row``."""
     w: int = _item_bytes(src)
     step = st if st > 0 else -st
     lo = p if st > 0 else p + (n - 1) * st
@@ -140,10 +140,9 @@ def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
     # prefetchers cannot follow across pages: ask for the source row
     # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
     # of a cache line between them: the source is then read as one stream, which
-    # the hardware follows (prefetching rows of 51 elements in steps of 5, 1 KiB
-    # apart, took 1.15x the time without).  Nor for rows that memcpy copies: the
-    # hardware follows a stream of lines, and prefetching 4 KiB rows 8 KiB apart
-    # made their copy 0.81-0.83x NumPy's speed, against 0.99-1.00x without.
+    # the hardware follows, and a prefetch only adds work.  Nor for rows that
+    # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
+    # their copy (docs/PERFORMANCE.md, "Specialised paths").
     step = rs if rs > 0 else -rs
     tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
     span = (row - 1) * (ss if ss > 0 else -ss) + 1
@@ -175,7 +174,7 @@ def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
         # The block: nplanes planes of nrows rows of n elements,
         # dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]; ``on``:
         # prefetch the row PREFETCH_ROWS ahead in the plane (_prefetch_row, a
-        # call, which inlined into each loop nest took 2x the compile time).
+        # call: inlined into each loop nest it multiplied the compile time).
         # One loop nest per kind of row, the kind decided once a block, so that
         # short rows cost a few instructions each.  Positions are never negative
         # and are unsigned, which tells numba so (no negative-index handling in
@@ -183,9 +182,9 @@ def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
         # runtime-stride gather runs scalar, which on this CPU beats a vector
         # gather for items of 2 bytes and more.  Long contiguous rows go to
         # memcpy.  Items of 1 byte gather by constant strides 2, 3 and 4
-        # (vectorized, 4-6x the scalar loop); those loops fold away in the other
-        # widths' kernels.  (Written here, not inlined from a function of its
-        # own: numba's inlining copies the code, 0.5 s of each kernel's compile.)
+        # (vectorized, faster than the scalar loop); those loops fold away in the
+        # other widths' kernels.  (Written here, not inlined from a function of its
+        # own: numba's inlining copies the code, which lengthens every compile.)
         u = np.uint64
         if ds == 1 and ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
             for q in range(nplanes):
@@ -324,8 +323,8 @@ def chunk_function(bits):
     or loaded from numba's cache), which the drivers call; the target makes it once
     (``cpu.target._c_function``).  Called directly, as a jitted function, its code was
     linked into each driver's, and LLVM optimized and compiled it again for each (the
-    parallel driver's parfor twice): a first parallel call compiled for 5.4-6.2 s,
-    2.7 s this way (docs/PERFORMANCE.md)."""
+    parallel driver's parfor twice), which doubled a first parallel call's compile
+    (docs/PERFORMANCE.md)."""
     p, i = item_pointer(bits), types.int64
     return c_function(types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i), _copy_chunk)
 

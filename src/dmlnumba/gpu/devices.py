@@ -100,8 +100,8 @@ def _pointer_attribute():
     """The driver's ``cuPointerGetAttribute``, called through ctypes (False where the
     driver library cannot be opened).  Not cuda.bindings': its binding writes the
     ordinal into one field of its result and reads another, so it answers 0 for
-    memory on every device (NVIDIA/cuda-python#2928; seen on two H100s, where every
-    array on device 1 was taken for device 0's and launched there)."""
+    memory on every device (NVIDIA/cuda-python#2928: every array on device 1 would be
+    taken for device 0's and launched there)."""
     global _query
     if _query is None:
         name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"

@@ -25,7 +25,7 @@ _device_ids: dict = {}  # current context handle -> its device's index
 
 def device_id(device):
     """``device``, or where it is None the current context's device (numba's
-    query of it, 1-2 us, made once per context)."""
+    query of it, slow next to a launch, made once per context)."""
     if device is not None:
         return device
     ctx = current_context()
@@ -81,7 +81,7 @@ def numba_context(dev):
 
 def _context_query():
     """The query of the current context's handle as an int (0 where none is
-    current): ``cuCtxGetCurrent`` through cuda.bindings (0.3 us), or numba's slower
+    current): ``cuCtxGetCurrent`` through cuda.bindings (the cheapest), or numba's slower
     view of the same with older bindings; under the simulator, a constant."""
     if SIM:
         return lambda: 1

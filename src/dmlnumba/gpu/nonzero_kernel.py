@@ -55,8 +55,7 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     tiles that are not sparse expand their positions in shared memory and write a row
     a lane (:func:`expand_coords`, where ``narrow``) or stage their rows in a ring
     (:func:`stage_rows`), and every loop over the columns unrolls
-    (8-22% faster than the width read at run time on (65536, 64, 64)
-    and (64, 64, 256, 256) at 2**28, docs/PERFORMANCE.md).  1, with ``narrow``:
+    (faster than the width read at run time, docs/PERFORMANCE.md).  1, with ``narrow``:
     rows of one column (any row stride and output width), written 32 mask words at
     a time through shared memory (:func:`expand_rows`).  ``transposed``: 0, or the
     rows ``U`` of a tile of an input whose next-to-last dimension is contiguous and
@@ -65,10 +64,10 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     cache keys on it (:func:`~dmlnumba.gpu.launch.python_kernel`)."""
 
     # A staged kernel's tiles that are not sparse: positions expanded 32 mask words at a
-    # time, then a row a lane (expand_coords), where positions fit 32 bits; 0.67-0.89 of
-    # the ring's time at 10-30% density on contiguous inputs.  Transposed tiles, whose
-    # masks take twice the shared memory, expand 16 words at a time in half the space
-    # (with 32 they ran 1.1-1.5x slower, docs/PERFORMANCE.md).
+    # time, then a row a lane (expand_coords), where positions fit 32 bits: faster than
+    # the ring at mid densities.  Transposed tiles, whose masks take twice the shared
+    # memory, expand 16 words at a time in half the space (with 32 they ran slower,
+    # docs/PERFORMANCE.md).
     expand = staged > 1 and narrow
     group = 16 if transposed else 32
     expand_warp = EXPAND_HALF_WARP if transposed else EXPAND_WARP

@@ -205,9 +205,9 @@ class SlicePlan(_Plan):
             and (x.itemsize >= 4 or ss[-1] not in (1, -1))
         ):
             # Items of 4 and 8 bytes, and rows read with a step: one element a thread
-            # (make_gather), 0.82-0.94 of the tiles' time on such windows (2-byte rows
-            # with a step of 2: 1.02-1.08); the tiles stay faster on rows of 1- and
-            # 2-byte items read contiguously or reversed (docs/PERFORMANCE.md).
+            # (make_gather), faster than the tiles on such windows; the tiles stay
+            # faster on rows of 1- and 2-byte items read contiguously or reversed
+            # (docs/PERFORMANCE.md, "Specialised paths").
             narrow = (8 * x.itemsize, "gather", config.CUDA_THREADS, narrow[3])
         wide = None
         k = 8 // x.itemsize
@@ -324,8 +324,8 @@ def _slice_tiles(geometry, ty, slots):
     busy).  ``slots``: the tiles of one wave of resident blocks (0: unknown); the
     tiles are then spread evenly over whole waves, as many as those rules fill (at
     least one), where whole rows let that fill the waves better, so that no last
-    wave runs a few blocks on an idle GPU (short 8-byte rows 6% faster, the small
-    bench window 4%, 2-byte rows 11%, H100, docs/PERFORMANCE.md)."""
+    wave runs a few blocks on an idle GPU (docs/PERFORMANCE.md, "Specialised
+    paths")."""
     shape, ss, ds, sb, db, seg, rows = geometry
     nseg = -(-shape[-1] // seg)
     want = max(config.CUDA_SLICE_ROWS, config.CUDA_SLICE_ROWS * seg // shape[-1])

@@ -161,7 +161,7 @@ def cupy_device(v):
 def torch_current_stream(torch):
     """A function of a device index giving the raw handle of PyTorch's current
     stream there: ``torch._C._cuda_getCurrentRawStream`` where PyTorch has it (the
-    query Triton's launcher makes; 0.2 us against 6 us for
+    query Triton's launcher makes; far cheaper than
     ``torch.cuda.current_stream(i).cuda_stream``, which builds a Stream object),
     else that public query (``tests/test_frameworks.py`` checks that both agree,
     inside ``torch.cuda.stream`` blocks too)."""

@@ -77,12 +77,11 @@ def look_back(status, tile):
     stop's tile, which is read again.  The loop is block-uniform (its state is
     shared), so every thread meets the same barriers.
 
-    (Shared-memory atomic adds of every thread's 64-bit word were compare-and-swap
-    loops, 32 lanes on one address: 40% of the warp stall samples of a 2**20
-    nonzero, docs/PERFORMANCE.md.)  An aggregate is one tile's count, so a warp's
-    32 of them fit the 32-bit warp sum; only a ``PREFIX`` may be larger.  The
-    stop stays an int64: as an int32 the staged kernel measured 3% slower at
-    2**28 (the same registers, 3% more instructions).
+    (Shared-memory atomic adds of every thread's 64-bit word are compare-and-swap
+    loops, 32 lanes on one address, where small inputs stalled; docs/PERFORMANCE.md.)
+    An aggregate is one tile's count, so a warp's 32 of them fit the 32-bit warp
+    sum; only a ``PREFIX`` may be larger.  The stop stays an int64: as an int32 it
+    takes more instructions in the same registers.
     """
     prefix = cuda.shared.array(1, int64)  # sum of the words added so far
     newest = cuda.shared.array(1, int64)  # the newest tile of the next window
