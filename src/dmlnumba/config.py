@@ -62,8 +62,8 @@ DASK_BLOCK_BYTES = 1 << 27
 #: builds the rows and counts as blockwise layers, into which dask fuses the input's
 #: blockwise tasks (a generator, a device move): a task a block fewer for the
 #: scheduler, at a graph-optimization cost on the client (docs/PERFORMANCE.md,
-#: "Settings"); 0 builds the materialized layer every layout takes.  Off until a
-#: two-GPU measurement of both (scripts/dask_two_gpus.py runs both) says otherwise.
+#: "Settings"); 0 builds the materialized layer every layout takes.  Off: on GPUs
+#: it measured slower on one and mixed on two (scripts/dask_two_gpus.py runs both).
 DASK_BLOCKWISE = 0
 
 #: CUDA: threads per block for both operators.
