@@ -239,7 +239,9 @@ def describe(a, name, func):
 
 
 def overlaps(a, b):
-    """Whether ``a`` and ``b`` may share memory (bounds only: a yes costs a copy)."""
+    """Whether ``a`` and ``b`` may share memory (bounds only: a yes costs a copy).  The
+    one test of an output against the input: every path that writes a caller's
+    output directly asks it first."""
     return np.may_share_memory(a, b)
 
 
@@ -400,7 +402,8 @@ def slice1_out_runner(x, starts, steps, out):
     """Like :func:`slice1_runner`, for a validated call into the NumPy array ``out``:
     a function of ``(x, out)`` for arrays laid out like these that copies the
     window and returns True, or returns False (having written nothing) where the
-    two may share memory (the full path then copies through a buffer)."""
+    two may share memory (:func:`overlaps`) and the kernel would copy (the full
+    path, :func:`slice1`, then copies through a buffer)."""
     size = out.size
     if size == 0:
         return lambda x, out: True
@@ -410,15 +413,17 @@ def slice1_out_runner(x, starts, steps, out):
     base = sbase + off
     read = _reader(x)
     write = _reader(out)
-    may_share = np.may_share_memory
+    may_share = overlaps
     idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out.shape))
     copyto = np.copyto
 
     def run(x, out):
         if size <= config.CPU_SLICE_NUMPY_MAX:
-            # As for new outputs (slice1_runner); NumPy's copy reads an overlapping
-            # input before writing.
-            copyto(out, x[idx])
+            # As for new outputs (slice1_runner).  A window that may overlap ``out`` is
+            # copied first: NumPy's copyto does not buffer every overlap (a 1-d
+            # same-direction one of other strides is copied element by element).
+            w = x[idx]
+            copyto(out, w.copy() if may_share(w, out) else w)
             return True
         if may_share(x, out):
             return False
@@ -435,8 +440,10 @@ def _numpy_slice(start, step, m):
 
 
 def slice1(x, starts, steps, out, stream=None, fresh=False):
-    """``fresh``: ``out`` was just allocated, so it cannot overlap the input."""
-    if not fresh and np.may_share_memory(x, out):
+    """``fresh``: ``out`` was just allocated, so it cannot overlap the input.  An
+    ``out`` that may overlap the input (:func:`overlaps`) is written through a new
+    buffer, so that the call reads the whole window before it writes."""
+    if not fresh and overlaps(x, out):
         tmp = np.empty(out.shape, out.dtype)
         slice1(x, starts, steps, tmp)
         out[...] = tmp
