@@ -101,12 +101,15 @@ def test_argwhere_of_zero_d_inputs_matches_numpy(x):
     assert got.shape == ref.shape and got.dtype == ref.dtype  # (1, 0) or (0, 0)
 
 
-def test_argwhere_of_zero_d_tensors_and_dask_arrays():
+def test_argwhere_of_zero_d_tensors():
     torch = pytest.importorskip("torch")
     for v in (0.0, 2.0):
         got = dmlnumba.argwhere(torch.tensor(v))
         assert isinstance(got, torch.Tensor)
         assert tuple(got.shape) == torch.argwhere(torch.tensor(v)).shape
+
+
+def test_argwhere_of_zero_d_dask_arrays():
     da = pytest.importorskip("dask.array")
     for v in (0.0, 2.0):
         got = dmlnumba.argwhere(da.from_array(np.array(v))).compute()
@@ -170,12 +173,15 @@ def test_slice1_copies_bool_arrays(data):
     np.testing.assert_array_equal(out, want)
 
 
-def test_slice1_copies_bool_tensors_and_dask_arrays():
+def test_slice1_copies_bool_tensors():
     torch = pytest.importorskip("torch")
     t = torch.tensor([[True, False, True], [False, False, True]])
     got = dmlnumba.slice1(t, (0, 0), (2, 3), (1, -2))
     assert got.dtype == torch.bool
     assert torch.equal(got, t[:, [2, 0]])
+
+
+def test_slice1_copies_bool_dask_arrays():
     da = pytest.importorskip("dask.array")
     x = np.arange(20).reshape(4, 5) % 3 == 0
     d = dmlnumba.slice1(da.from_array(x, chunks=2), *dmlnumba.window(x.shape, np.s_[::-1, 1::2]))
