@@ -74,9 +74,8 @@ def test_slice1_bad_parameters(change, exc, pattern):
         (np.zeros((1,) * 9, np.float32), ValueError, r"input has 9 dimensions"),
         (X.astype(np.complex64), TypeError, r"dtype complex64 is not supported"),
         (X.astype(object), TypeError, r"dtype object is not supported"),
-        (X.astype(bool), TypeError, r"dtype bool is not supported"),
         (np.array([["ab"]]), TypeError, r"dtype <U2 is not supported"),
-        (X.astype(">f4"), TypeError, r"non-native byte order"),
+        (X.astype(">c8"), TypeError, r"dtype >c8 is not supported"),
         (X.tolist(), TypeError, r"input must be a NumPy array or a CUDA array .* not list"),
         (None, TypeError, r"not NoneType"),
     ],
@@ -244,7 +243,7 @@ def test_nonzero_bad_outputs(which, bad, exc, pattern):
         (np.zeros((1,) * 9), ValueError, r"input has 9 dimensions"),
         (np.zeros(3, np.complex128), TypeError, r"dtype complex128 is not supported"),
         (np.zeros(3, "datetime64[s]"), TypeError, r"dtype datetime64\[s\] is not supported"),
-        ([1, 0, 2], TypeError, r"input must be a NumPy array"),
+        ({1, 0, 2}, TypeError, r"input must be a NumPy array"),
     ],
 )
 def test_nonzero_bad_input(x, exc, pattern):
@@ -252,10 +251,10 @@ def test_nonzero_bad_input(x, exc, pattern):
     with pytest.raises(exc, match=pattern):
         dmlnumba.nonzero_coordinates(x, out_count=count)
     assert count[0] == 77
-    if isinstance(x, list):  # argwhere reads lists as numpy.asarray does
-        np.testing.assert_array_equal(dmlnumba.argwhere(x), np.argwhere(x))
+    if getattr(x, "ndim", None) == 0:  # argwhere takes 0-d inputs, as numpy.argwhere does
+        assert dmlnumba.argwhere(x).shape == np.argwhere(x).shape
         return
-    with pytest.raises(exc, match=pattern):
+    with pytest.raises(exc, match=r"input must be an array" if isinstance(x, set) else pattern):
         dmlnumba.argwhere(x)
 
 

@@ -23,8 +23,8 @@ import dmlnumba
 from devices import CUDA
 from strategies import NONZERO_DTYPES
 
-# DirectML's dtypes and bool, then dtypes both operators refuse.
-DTYPES = NONZERO_DTYPES + ["complex64", "object", ">f4", "U2"]
+# DirectML's dtypes and bool, byte-swapped ones, then dtypes both operators refuse.
+DTYPES = NONZERO_DTYPES + [">f4", ">i8", ">f2", "complex64", "object", ">c8", "U2"]
 
 ODD_VALUES = [
     None,

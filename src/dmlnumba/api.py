@@ -16,7 +16,15 @@ from .arrays import _ASK, current_cupy_device, library
 from .caches import Bounded
 from .cpu import target as target_cpu
 from .dispatch import resolve
-from .interop import as_library, torch_dtype, torch_ops_ready, torch_view, traced
+from .interop import (
+    as_library,
+    check_jax_fits,
+    one_element,
+    torch_dtype,
+    torch_ops_ready,
+    torch_view,
+    traced,
+)
 from .window import window  # noqa: F401  (re-exported)
 
 #: Validated calls into new outputs (NumPy arrays on the CPU, PyTorch CUDA tensors
@@ -377,6 +385,8 @@ def nonzero_coordinates(
             )
         ops.nonzero_coordinates_out(input, width, max_count, out_count, out_coordinates)
         return out_count, out_coordinates
+    if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it, as argwhere does
+        input = v.argwhere_input(input, "nonzero_coordinates")
     key = None
     lib: str | None = _ASK
     if out_count is None and out_coordinates is None:  # a repeated call: its runner
@@ -469,6 +479,8 @@ def _nonzero(
     w = v.nonzero_width(x.shape, width, f)
     dt = v.coord_dtype(dtype, x.size, f)
     rows = v.max_count(max_count, x.size, dt, f)
+    if lib == "jax":
+        check_jax_fits(x.shape, dt, f)
     if target.MAX_ELEMENTS is not None and x.size > target.MAX_ELEMENTS:
         raise ValueError(
             f"{f}(): input has {x.size} elements; the {target.name} target counts "
@@ -551,7 +563,8 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     a drop-in for ``numpy.argwhere`` (inputs of 1 to 8 dimensions), as an array
     of the input's library (PyTorch, CuPy, numba or NumPy).
 
-    Lists and tuples are read as ``numpy.asarray`` reads them.  On the CPU an input
+    Lists, tuples and scalars are read as ``numpy.asarray`` reads them; a 0-d input
+    gives shape ``(1, 0)`` or ``(0, 0)``, as NumPy's.  On the CPU an input
     of more than 65536 elements is counted first, so that no worst-case buffer is
     allocated.  On CUDA this reads the count back to the host, so it waits for the
     GPU once.
@@ -564,6 +577,8 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     if run is not None:  # a repeated CPU call (CPU runners only: see _nonzero)
         return run(input)
     input = v.argwhere_input(input)
+    if len(input.shape) == 0:  # NumPy's (1, 0) or (0, 0): its one element's row, no columns
+        return argwhere(one_element(input), device=device, stream=stream)[:, :0]
     lib, target, count, coords = _nonzero(
         input, None, np.int64, None, None, None, device, stream, "argwhere", key
     )[:4]

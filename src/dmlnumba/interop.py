@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from .arrays import is_cuda_array
 from .cpu import target as target_cpu
 
 _modules = sys.modules
@@ -72,6 +73,52 @@ def torch_dtype(dtype):
     if not hasattr(torch, name):
         raise TypeError(f"nonzero_coordinates(): dtype {name} has no PyTorch counterpart")
     return getattr(torch, name)
+
+
+def one_element(x):
+    """A 0-d array as shape (1,), in its own library (the same memory)."""
+    if is_cuda_array(x) and not hasattr(x, "reshape"):  # a bare __cuda_array_interface__
+        return _OneElement(x)
+    return x.reshape(1)
+
+
+class _OneElement:
+    """A bare 0-d ``__cuda_array_interface__`` array seen as shape (1,)."""
+
+    def __init__(self, x):
+        cai = dict(x.__cuda_array_interface__)
+        cai.pop("descr", None)
+        cai["shape"], cai["strides"] = (1,), None
+        self.__cuda_array_interface__ = cai
+        self.shape = (1,)
+        self.dtype = np.dtype(cai["typestr"])
+        self._owner = x
+
+
+def check_jax_fits(shape, dtype, f):
+    """A coordinates result of ``dtype`` for a JAX input of ``shape`` must fit the
+    dtype JAX holds it in: with JAX's 64-bit mode off, JAX takes int64 as int32 and
+    uint64 as uint32, and DLPack narrows the values (they would wrap).  argwhere
+    gives coordinates only (each below its dimension's size); nonzero_coordinates
+    also its count (up to the input's size).  A ValueError where they may not fit."""
+    import jax
+
+    held = np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+    if held == dtype:
+        return
+    size = 1
+    for n in shape:
+        size *= n
+    most, what = (max(shape) - 1, "coordinates") if f == "argwhere" else (size, "count")
+    if most <= np.iinfo(held).max:
+        return
+    other = " (or pass dtype=numpy.uint32)" if f != "argwhere" and most < 1 << 32 else ""
+    raise ValueError(
+        f"{f}(): the {what} of a JAX input of shape {tuple(shape)} may reach {most}, which "
+        f"{held} (the dtype JAX holds {dtype} in with its 64-bit mode off) cannot hold; enable "
+        f'64-bit mode (jax.config.update("jax_enable_x64", True) at startup, or '
+        f"JAX_ENABLE_X64=1){other}"
+    )
 
 
 def as_library(lib, target, a):

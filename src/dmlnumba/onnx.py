@@ -26,13 +26,11 @@ import numpy as np
 from .api import nonzero_coordinates, slice1
 from .arrays import is_cuda_array, is_dask, library
 from .dispatch import cuda_target, resolve
-from .interop import as_library
+from .interop import as_library, one_element, torch_view
 from .validation import INT64_MAX, INT64_MIN, NONZERO_DTYPES, SLICE_DTYPES, check_dtype, check_ndim
 
 __all__ = ["window", "slice", "nonzero", "ops"]
 
-#: ONNX Slice's data types here: SLICE1's, and bool (copied as uint8).
-_SLICE_DTYPES = SLICE_DTYPES | {np.dtype(np.bool_)}
 _INT64 = np.dtype(np.int64)
 
 Params = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -227,49 +225,6 @@ def _empty(x: Any, target: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype)
     return as_library(lib, target, target.empty(shape, dtype, stream, a, lib, "onnx.slice"))
 
 
-def _as_uint8(x: Any) -> Any:
-    """A bool array's bytes, as uint8, in its own library."""
-    if library(x) == "torch":
-        import torch
-
-        return x.view(torch.uint8)
-    if is_cuda_array(x) and not hasattr(x, "view"):  # a bare __cuda_array_interface__
-        return _Cai(x, typestr="|u1")
-    return x.view(np.uint8)
-
-
-def _one_element(x: Any) -> Any:
-    """A 0-d array as shape (1,), in its own library."""
-    if is_cuda_array(x) and not hasattr(x, "reshape"):  # a bare __cuda_array_interface__
-        return _Cai(x, shape=(1,))
-    return x.reshape(1)
-
-
-class _Cai:
-    """A bare ``__cuda_array_interface__`` array seen with another item type of the
-    same size (bool as uint8), or a 0-d one as shape (1,)."""
-
-    def __init__(self, x: Any, typestr: str | None = None, shape: tuple | None = None) -> None:
-        cai = dict(x.__cuda_array_interface__)
-        cai.pop("descr", None)
-        if typestr is not None:
-            cai["typestr"] = typestr
-        if shape is not None:
-            cai["shape"], cai["strides"] = shape, None
-        self.__cuda_array_interface__ = cai
-        self.shape = tuple(cai["shape"])
-        self.dtype = np.dtype(cai["typestr"])
-        self._owner = x
-
-
-def _as_bool(y: Any) -> Any:
-    if library(y) == "torch":
-        import torch
-
-        return y.view(torch.bool)
-    return y.view(np.bool_)
-
-
 def slice(  # ONNX's name: this module's code says builtins.slice for Python's
     data: Any,
     starts: Any,
@@ -280,21 +235,23 @@ def slice(  # ONNX's name: this module's code says builtins.slice for Python's
     """ONNX Slice (opset 10 and later) of ``data``, copied by :func:`dmlnumba.slice1`.
 
     ``data``: any array :func:`dmlnumba.slice1` takes (NumPy, PyTorch, CuPy,
-    numba device arrays, dask, DLPack exporters such as JAX's), of its dtypes or
-    bool, with 1 to 8 dimensions; the result is of the array type and on the
+    numba device arrays, dask, DLPack exporters such as JAX's), of its dtypes
+    (PyTorch bfloat16 too), with 1 to 8 dimensions; the result is of the array type and on the
     device that ``slice1`` gives (NumPy for JAX arrays).
     ``starts``, ``ends``, ``axes``, ``steps``: as in :func:`window` (arrays on a
     GPU are read back to the host).  An empty result is a new empty array of
     that type, made without launching a kernel.
     """
     f = "onnx.slice"
+    if library(data) == "torch":
+        view, bf16 = torch_view(data, f, "data")
+        if bf16:  # sliced as float16 (the same two bytes), as slice1 copies bfloat16
+            return slice(view, starts, ends, axes, steps).view(data.dtype)
     target, a = _target(data, f, "data")
-    check_dtype(np.dtype(a.dtype), _SLICE_DTYPES, f, "data")
+    check_dtype(np.dtype(a.dtype), SLICE_DTYPES, f, "data")
     offsets, sizes, strides, out = _params(a.shape, starts, ends, axes, steps, f, "data")
     if 0 in out:
         return _empty(data, target, a, out, np.dtype(a.dtype))
-    if a.dtype == np.bool_:
-        return _as_bool(slice1(_as_uint8(data), offsets, sizes, strides, out))
     return slice1(data, offsets, sizes, strides, out)
 
 
@@ -314,9 +271,9 @@ def nonzero(x: Any) -> Any:
     if ndim:  # 1 to 8 dimensions, or 0 (ONNX's scalar case, read as 1 element)
         check_ndim(ndim, f, "x")
     if target is None:  # dask: lazy compact coordinates
-        _, coords = nonzero_coordinates(_one_element(x) if ndim == 0 else x, dtype=_INT64)
+        _, coords = nonzero_coordinates(one_element(x) if ndim == 0 else x, dtype=_INT64)
         return coords.T[:0] if ndim == 0 else coords.T
-    count, coords = nonzero_coordinates(_one_element(x) if ndim == 0 else x, dtype=_INT64)
+    count, coords = nonzero_coordinates(one_element(x) if ndim == 0 else x, dtype=_INT64)
     n = int(count[0])
     if ndim == 0:
         ct, c = _target(coords, f, "coordinates")

@@ -36,8 +36,9 @@ DML_DTYPES = tuple(
         "uint8",
     )
 )
-SLICE_DTYPES = frozenset(DML_DTYPES)
-NONZERO_DTYPES = frozenset(DML_DTYPES + (np.dtype(np.bool_),))
+#: slice1 and nonzero take DirectML's dtypes and bool (slice1 copies its bytes, as uint8's).
+SLICE_DTYPES = frozenset(DML_DTYPES + (np.dtype(np.bool_),))
+NONZERO_DTYPES = SLICE_DTYPES
 #: Coordinate/count types of nonzero_coordinates; uint32 is DirectML's.
 COORD_DTYPES = frozenset(np.dtype(t) for t in ("uint32", "uint64", "int64"))
 #: Largest element count whose coordinates and count fit each coordinate type.
@@ -60,13 +61,14 @@ def _names(dtypes):
 
 
 def check_dtype(dtype, allowed, func, name="input"):
-    """Raise TypeError unless ``dtype`` (native byte order) is in ``allowed``."""
-    if dtype not in allowed:
-        if dtype.kind in "biufc" and not dtype.isnative:
-            why = f"{dtype.str} has non-native byte order"
-        else:
-            why = f"dtype {dtype} is not supported"
-        raise TypeError(f"{func}(): {name} {why}; supported dtypes: {_names(allowed)}")
+    """Raise TypeError unless ``dtype``, in either byte order, is in ``allowed``: the
+    kernels read the bits, and a byte-swapped float's sign bit is found by
+    :func:`nonzero_mask` (NumPy takes either byte order)."""
+    if dtype not in allowed and (dtype.isnative or dtype.newbyteorder("=") not in allowed):
+        raise TypeError(
+            f"{func}(): {name} dtype {dtype} is not supported; supported dtypes: "
+            f"{_names(allowed)} (either byte order)"
+        )
 
 
 def check_ndim(ndim, func, name="input"):
@@ -345,9 +347,10 @@ def host_array(a, name, func):
 
 
 def argwhere_input(x, f="argwhere"):
-    """``x`` where dmlnumba reads it as an array, a list or tuple as ``numpy.asarray``
-    reads it (as ``numpy.argwhere`` does); a TypeError for anything else."""
-    if isinstance(x, (list, tuple)):
+    """``x`` where dmlnumba reads it as an array, a list, tuple or scalar as
+    ``numpy.asarray`` reads it (as ``numpy.argwhere`` does); a TypeError for anything
+    else."""
+    if isinstance(x, (list, tuple, np.generic, bool, int, float)):
         try:
             return np.asarray(x)
         except (TypeError, ValueError) as e:
@@ -361,7 +364,7 @@ def argwhere_input(x, f="argwhere"):
         return x
     raise TypeError(
         f"{f}(): input must be an array (NumPy, CuPy, numba, dask, or a PyTorch CPU or CUDA "
-        f"tensor), a list or a tuple, not {type(x).__name__}; convert it with "
+        f"tensor), a list, a tuple or a scalar, not {type(x).__name__}; convert it with "
         f"numpy.asarray(input) first"
     )
 
@@ -485,10 +488,14 @@ def uint_of_size(itemsize):
 
 
 def nonzero_mask(dtype):
-    """Bits that make an element non-zero: all of them, but the sign bit of a float
-    (so that -0.0 is zero; NaN and the infinities are not)."""
+    """Bits that make an element non-zero, as the native unsigned integer of its size
+    reads them: all of them, but the sign bit of a float (so that -0.0 is zero; NaN
+    and the infinities are not), byte-swapped where ``dtype`` is (its sign bit is then
+    in the other end's byte)."""
     bits = dtype.itemsize * 8
     full = (1 << bits) - 1
-    if dtype.kind == "f":
+    if dtype.kind != "f":
+        return full
+    if dtype.isnative:
         return full >> 1
-    return full
+    return int.from_bytes((full >> 1).to_bytes(dtype.itemsize, "little"), "big")
