@@ -14,7 +14,8 @@
 - :func:`old_tree` imports an older source tree (a commit, by ``git archive``, or a
   directory) under another module name, ``dmlnumba_old``, beside this one: an A/B in
   one process.
-- :func:`with_settings` makes a contender of ``config`` settings (a tuning A/B).
+- :func:`with_settings` makes a contender of ``config`` settings (a tuning A/B), applied
+  before its loop.
 """
 
 import importlib.util
@@ -44,8 +45,11 @@ class Stats:
         else:
             self.p10, self.p90 = self.min, self.max
 
-    def fmt(self, unit="us", spread="minmax"):
-        """``median (low-high) unit``; ``spread`` "minmax" or "p10p90"."""
+    def fmt(self, unit=None, spread="minmax"):
+        """``median (low-high) unit``; ``unit`` s, ms or us (None: by the median's size);
+        ``spread`` "minmax" or "p10p90"."""
+        if unit is None:
+            unit = "s" if self.median >= 1 else "ms" if self.median >= 1e-3 else "us"
         k = {"s": 1, "ms": 1e3, "us": 1e6}[unit]
         lo, hi = (self.min, self.max) if spread == "minmax" else (self.p10, self.p90)
         digits = 3 if self.median * k < 10 else 1
@@ -121,6 +125,12 @@ def compare(fns, rounds=9, *, sync=None, clock=None, calls=None, loop_s=0.004, w
         rnd.shuffle(order)
         for k in order:
             f, m = fns[k], n[k]
+            if hasattr(f, "setup"):  # settings applied, plans rebuilt, before the clock
+                f.setup()
+                f = f.call
+                f()
+                if sync:
+                    sync()
             stop = clock()
             for _ in range(m):
                 f()
@@ -128,7 +138,7 @@ def compare(fns, rounds=9, *, sync=None, clock=None, calls=None, loop_s=0.004, w
     return {k: Stats(v) for k, v in times.items()}
 
 
-def line(stats, base=None, unit="us", spread="minmax"):
+def line(stats, base=None, unit=None, spread="minmax"):
     """Every contender's ``name median (spread)``, then each one's time over ``base``'s
     (below 1: faster than ``base``)."""
     text = "  ".join(f"{k} {s.fmt(unit, spread)}" for k, s in stats.items())
@@ -186,12 +196,19 @@ def old_tree(ref, name="dmlnumba_old"):
 
 
 def with_settings(config, settings, f):
-    """``f`` with ``config``'s attributes set to ``settings`` before each call (the
-    contenders interleave, so each sets its own; give the baseline the defaults)."""
+    """``f`` with ``config``'s attributes set to ``settings`` first (the contenders
+    interleave, so each sets its own: give the baseline the defaults).  A changed setting
+    invalidates dmlnumba's plans, so :func:`compare` applies them (``setup``) and makes
+    one untimed call before the contender's loop, whose calls are ``f``'s alone."""
+
+    def setup():
+        for k, v in settings.items():
+            if getattr(config, k) != v:
+                setattr(config, k, v)
 
     def run():
-        for k, v in settings.items():
-            setattr(config, k, v)
+        setup()
         return f()
 
+    run.setup, run.call = setup, f
     return run
