@@ -1,5 +1,6 @@
 """CPU nonzero and slice1 from 1 to N threads, beside torch, NumPy and ONNX Runtime:
-``python3 scripts/cpu_scaling.py [--threads 1,2,4,8,16] [--reps 7]``.
+``python3 scripts/cpu_scaling.py [--threads 1,2,4,8,16] [--reps 7] [--only nonzero|slice]
+[--quick]``.
 
 nonzero: a 64x1024x1024 float32 input at 1, 50 and 99% non-zero; dmlnumba's default
 call (new outputs, as users call it) and into preallocated outputs, torch.nonzero,
@@ -8,33 +9,21 @@ provider, ``intra_op_num_threads``).  slice1: ``x[:, ::-1, 3:1000:2, :]`` of an
 8x64x1024x1024 float32 input (the benchmark's large window), dmlnumba default call,
 NumPy's slice plus ``ascontiguousarray`` (one thread) and torch's slice plus
 ``contiguous()``.  Each thread count sets numba's and torch's thread counts and makes
-a new ORT session; the contenders alternate, ``--reps`` rounds, median (min-max) in ms.
+a new ORT session; the contenders alternate (:func:`harness.compare`, one call each a round,
+the order shuffled each round), ``--reps`` rounds, median (min-max) in ms.
 Each dmlnumba result is checked against NumPy's once.
 """
 
 import argparse
 import os
-import statistics
 import time
 
+import harness
 import numpy as np
 
 
-def timed(fns, reps):
-    ts = {k: [] for k in fns}
-    for f in fns.values():  # warm-up
-        f()
-    for _ in range(reps):
-        for k, f in fns.items():
-            t = time.perf_counter()
-            f()
-            ts[k].append((time.perf_counter() - t) * 1e3)
-    return ts
-
-
 def fmt(ts, k):
-    v = ts[k]
-    return f"{k} {statistics.median(v):8.2f} ({min(v):.2f}-{max(v):.2f})"
+    return f"{k} {ts[k].fmt('ms')}"
 
 
 def ort_nonzero(shape):
@@ -68,6 +57,7 @@ def main():
     ap.add_argument("--threads", default=f"1,2,4,8,{os.cpu_count()}")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--only", choices=["nonzero", "slice"])
+    ap.add_argument("--quick", action="store_true", help="1/256 the sizes: a check that it runs")
     a = ap.parse_args()
     import numba
     import torch
@@ -82,7 +72,7 @@ def main():
     )
     rng = np.random.default_rng(0)
     if a.only != "slice":
-        shape = (64, 1024, 1024)
+        shape = (4, 256, 256) if a.quick else (64, 1024, 1024)
         base = rng.random(shape, dtype=np.float32)
         session = ort_nonzero(shape)
         for d in (0.01, 0.5, 0.99):
@@ -107,8 +97,8 @@ def main():
                     "torch": lambda: torch.nonzero(xt),
                     "ort": lambda: s.run(None, {"x": x}),
                 }
-                ts = timed(fns, a.reps)
-                med = {k: statistics.median(v) for k, v in ts.items()}
+                ts = harness.compare(fns, a.reps, calls=1, warmup=1)
+                med = {k: v.median * 1e3 for k, v in ts.items()}
                 best = min(med["torch"], med["ort"], t_np)
                 gbs = x.nbytes / (med["dmlnumba"] * 1e-3) / 1e9
                 print(
@@ -120,7 +110,7 @@ def main():
                 )
             del x, xt, want, coords, oco
     if a.only != "nonzero":
-        x = rng.random((8, 64, 1024, 1024), dtype=np.float32)
+        x = rng.random((2, 16, 1024, 256) if a.quick else (8, 64, 1024, 1024), dtype=np.float32)
         xt = torch.from_numpy(x)
         s = np.s_[:, ::-1, 3:1000:2, :]
         from dmlnumba import window
@@ -140,8 +130,8 @@ def main():
                 "numpy": lambda: np.ascontiguousarray(x[s]),
                 "torch": lambda: xt[:, :, 3:1000:2, :].flip(1).contiguous(),
             }
-            ts = timed(fns, a.reps)
-            med = {k: statistics.median(v) for k, v in ts.items()}
+            ts = harness.compare(fns, a.reps, calls=1, warmup=1)
+            med = {k: v.median * 1e3 for k, v in ts.items()}
             best = min(med["numpy"], med["torch"])
             print(
                 f"slice1 large window threads {n:2d}: "

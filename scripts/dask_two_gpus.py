@@ -1,28 +1,23 @@
-"""nonzero on a CuPy-chunked dask array over two GPUs: a distributed scheduler and one worker
-per GPU (``CUDA_VISIBLE_DEVICES`` per worker process), against the same graph on one worker;
-then (``--threaded``, the default) the threaded scheduler in this process, with the chunks on
-both GPUs of one process against all on GPU 0.
+"""nonzero on a CuPy-chunked dask array over two GPUs against one: a distributed scheduler
+with one worker per GPU (``CUDA_VISIBLE_DEVICES`` per worker process), then (unless
+``--no-threaded``) the threaded scheduler with the chunks on both GPUs of this process.
 
     python scripts/dask_two_gpus.py [--log2-size 31] [--density 0.01] [--block-mib 256]
                                     [--graphs 1,0] [--threads 1] [--timeout 420] [--no-threaded]
 
-The input (32 blocks of 256 MiB at 2**31, the generator issue 37 measured with) is generated
-on the workers and held there: in two equal contiguous runs for the two-GPU runs, all on GPU
-0's worker for the one-GPU runs.  For each graph (``--graphs``: ``config.DASK_BLOCKWISE``
-values, 1 the blockwise layers dask fuses the input's tasks into, 0 the materialized layer)
-it prints the tasks per block (before and after dask's optimization) and the graph-build
-and optimization times, then per run (best of ``--repeats``): ``nonzero`` on the held input
-(submit, every block's rows done, the count back on the client: the figure the ratio
-compares), generate+nonzero end to end (as issue 37 measured it), from the workers' task
-streams where the time went (compute per task kind; busy, transfer and idle time per
-worker), and the scheduler's floor: the same graph whose blocks do no GPU work.  Every
-result is checked against an independent CuPy graph (``cupy.argwhere`` per block,
-shifted by the block's position), block by block on the workers, and the count
-against the sum of its rows.  Ends with each ratio (two GPUs / one GPU; issue 37's target
-0.55) and ``MATCH`` or ``MISMATCH`` (exit 1).  It cannot hang: every wait has a timeout,
-``--timeout`` bounds the whole run (exit 2), and the scheduler and workers are killed on
-the way out.  ``DASK_TWO_GPUS_ON_CPU=1`` runs it all with NumPy chunks on the CPU (a dry
-run of the orchestration where there is no GPU).
+The input (32 blocks of 256 MiB at 2**31) is generated on the workers and held there, in two
+equal contiguous runs (two GPUs) or all on GPU 0's worker (one GPU).  For each graph
+(``--graphs``: ``config.DASK_BLOCKWISE`` values) it prints the tasks per block before and
+after dask's optimization, then the best of ``--repeats`` of: ``nonzero`` on the held input
+(submit, every block's rows done, the count back: the figure the ratio compares) with where
+the time went (compute per task kind; busy, transfer and idle time per worker, from the task
+streams); generate+nonzero end to end; and the scheduler's floor (the same graph with blocks
+that do no GPU work).  Every result is checked block by block against ``cupy.argwhere``
+(shifted by the block's position) on the workers, and the count against its rows.  Ends with
+each ratio (two GPUs / one GPU; target 0.55) and ``MATCH`` or ``MISMATCH`` (exit 1).  Every
+wait has a timeout, ``--timeout`` bounds the run (exit 2), and the scheduler and workers are
+killed on the way out.  ``DASK_TWO_GPUS_ON_CPU=1``: NumPy chunks on the CPU (a dry run of the
+orchestration where there is no GPU).
 """
 
 import argparse
@@ -170,50 +165,22 @@ def start_cluster(tmp, threads):
             stderr=subprocess.STDOUT,
         )
 
-    procs = [
-        spawn(
-            [
-                "distributed.cli.dask_scheduler",
-                "--scheduler-file",
-                sched,
-                "--no-dashboard",
-                "--port",
-                "0",
-            ],
-            "scheduler",
-        )
-    ]
+    scheduler = f"distributed.cli.dask_scheduler --scheduler-file {sched} --no-dashboard --port 0"
+    procs = [spawn(scheduler.split(), "scheduler")]
     deadline = time.monotonic() + 60
     while not os.path.exists(sched):
         if time.monotonic() > deadline or procs[0].poll() is not None:
             raise RuntimeError("the scheduler did not start (see its log)")
         time.sleep(0.2)
+    # No host memory limit: distributed counts CuPy blocks as host memory and, above 60% of
+    # the limit (the machine's memory, or its cgroup's), spills them to disk; with 8 GiB on
+    # one worker that made the one-GPU runs take 5-11 s (dask-cuda's workers likewise set
+    # no host limit on device memory).
+    worker = f"distributed.cli.dask_worker --scheduler-file {sched} --nthreads {threads} "
+    worker += "--nworkers 1 --no-dashboard --memory-limit 0 --name gpu"
     for gpu in (0, 1):
-        procs.append(
-            spawn(
-                [
-                    "distributed.cli.dask_worker",
-                    "--scheduler-file",
-                    sched,
-                    "--nthreads",
-                    str(threads),
-                    "--nworkers",
-                    "1",
-                    "--no-dashboard",
-                    # No host memory limit: distributed counts CuPy blocks as host memory
-                    # and, above 60% of the limit (the machine's memory, or its cgroup's),
-                    # spills them to disk; with 8 GiB on one worker that made the one-GPU
-                    # runs take 5-11 s (dask-cuda's workers likewise set no host limit on
-                    # device memory).
-                    "--memory-limit",
-                    "0",
-                    "--name",
-                    f"gpu{gpu}",
-                ],
-                f"worker-gpu{gpu}",
-                {"CUDA_VISIBLE_DEVICES": str(gpu)},
-            )
-        )
+        args = (worker + str(gpu)).split()
+        procs.append(spawn(args, f"worker-gpu{gpu}", {"CUDA_VISIBLE_DEVICES": str(gpu)}))
     return sched, procs, logs
 
 
@@ -243,21 +210,48 @@ def forget(client, keys, timeout=WAIT):
         time.sleep(0.05)
 
 
-def best_of(client, count, coords, workers, repeats):
-    """The best of ``repeats`` runs, in seconds, of ``(count, coords)`` persisted on
-    ``workers`` (None: all) and the count brought back, each run's keys forgotten."""
-    from distributed import wait
+def best_of(client, count, coords, workers, repeats, stream=False):
+    """The best of ``repeats`` runs of ``(count, coords)`` persisted on ``workers`` (None:
+    all) and the count brought back, each run's keys forgotten: ``(seconds, seconds until
+    every block's rows were done, the count, the run's task stream if ``stream``)``."""
+    from distributed import get_task_stream, wait
 
-    best = float("inf")
+    best = None
     for _ in range(repeats):
-        t = time.perf_counter()
-        pc, pxy = client.persist([count, coords], workers=workers)
-        wait([pc, pxy], timeout=WAIT)
-        client.compute(pc).result(timeout=WAIT)
-        best = min(best, time.perf_counter() - t)
+        with get_task_stream(client) if stream else contextlib.nullcontext() as ts:
+            t = time.perf_counter()
+            pc, pxy = client.persist([count, coords], workers=workers)
+            wait([pc, pxy], timeout=WAIT)
+            t_rows = time.perf_counter() - t
+            n = int(client.compute(pc).result(timeout=WAIT)[0])
+            wall = time.perf_counter() - t
         del pc, pxy
         forget(client, _keys(count, coords))
+        if best is None or wall < best[0]:
+            best = (wall, t_rows, n, ts.data if stream else None)
     return best
+
+
+def block_checks(x, xy, meta):
+    """Delayed :func:`same` of each block of coordinates ``xy`` and ``cupy.argwhere`` of
+    the matching block of ``x``."""
+    import dask
+    import numpy as np
+
+    chunks = ((np.nan,) * x.numblocks[0], (2,))
+    ref = x.map_blocks(ref_block, chunks=chunks, dtype=np.uint32, meta=meta)
+    pairs = zip(xy.to_delayed().ravel(), ref.to_delayed().ravel())
+    return [dask.delayed(same)(a, b) for a, b in pairs]
+
+
+def verdict(got, n):
+    """``(whether it matched, what to print)`` of :func:`same`'s results and the count."""
+    rows = sum(r for r, _ in got)
+    good = all(m for _, m in got) and rows == n
+    return good, (
+        f"check against per-block cupy.argwhere: {rows} rows, {sum(m for _, m in got)}/"
+        f"{len(got)} blocks equal, count {n}: {'MATCH' if good else 'MISMATCH'}"
+    )
 
 
 def _keys(count, coords):
@@ -315,10 +309,54 @@ def graph_of(x, blockwise):
     )
 
 
-def distributed_runs(a, x_of, results):
-    import dask
+def one_graph(client, a, x, xp, on, label, blockwise, results):
+    """Nonzero of the held input ``xp`` (on workers ``on``) with one graph, timed, its
+    floor and generate+nonzero (of ``x``) timed, and checked: whether it matched."""
     import numpy as np
-    from distributed import Client, get_task_stream, wait
+    from distributed import wait
+
+    from dmlnumba import chunked
+
+    graph = "blockwise" if blockwise else "materialized"
+    cp, xyp, desc = graph_of(xp, blockwise)
+    count, coords, desc_e2e = graph_of(x, blockwise)
+    print(f"  {graph} graph: {desc}", flush=True)
+    print(f"  {graph} graph, generate+nonzero: {desc_e2e}", flush=True)
+    wall, t_rows, n, stream = best_of(client, cp, xyp, on, a.repeats, stream=True)
+    e2e = best_of(client, count, coords, on, a.repeats)[0]
+    results[("distributed", graph, label)] = wall
+    results[("distributed e2e", graph, label)] = e2e
+    print(
+        f"  {graph} graph: nonzero best of {a.repeats} {wall:.3f} s (every block's "
+        f"rows {t_rows:.3f} s, the count back {wall - t_rows:.3f} s), count {n}; "
+        f"generate+nonzero best of {a.repeats} {e2e:.3f} s",
+        flush=True,
+    )
+    print(where_time_went(stream, wall), flush=True)
+    # The scheduler's floor: the same graph (same tasks, same dependencies) whose blocks
+    # do no GPU work (nonzero's op replaced by one that finds nothing).
+    fc, fxy = chunked.nonzero(xp, None, np.uint32, None, None, "floor", find_nothing)
+    floor = best_of(client, fc, fxy, on, a.repeats)[0]
+    results[("distributed floor", graph, label)] = floor
+    print(
+        f"  {graph} graph with no GPU work (the scheduler's floor): best of "
+        f"{a.repeats} {floor:.3f} s, {floor / wall:.0%} of the nonzero's",
+        flush=True,
+    )
+    # The independent check, block by block on the workers.
+    pc, pxy = client.persist([cp, xyp], workers=on)
+    wait([pc, pxy], timeout=WAIT)
+    checks = block_checks(xp, pxy, x._meta.astype(np.uint32))
+    got = [f.result(timeout=WAIT) for f in client.compute(checks)]
+    good, text = verdict(got, int(client.compute(pc).result(timeout=WAIT)[0]))
+    print(f"  {text}", flush=True)
+    del pc, pxy, checks
+    forget(client, _keys(cp, xyp))
+    return good
+
+
+def distributed_runs(a, x_of, results):
+    from distributed import Client, wait
 
     tmp = tempfile.mkdtemp()
     sched, procs, logs = start_cluster(tmp, a.threads)
@@ -330,96 +368,29 @@ def distributed_runs(a, x_of, results):
         gpu0 = [w for w, v in workers.items() if "CUDA_VISIBLE_DEVICES=0" in v]
         gpu0 = gpu0 or [w for w, v in workers.items() if v.startswith("CPU")][:1]
         x = x_of(gen)
-        nb = x.numblocks[0]
         # Warm-up: every worker compiles (or loads) the kernels.
         count, _, _ = graph_of(x, 1)
         for w in workers:
             client.compute(count, workers=[w]).result(timeout=WAIT * 2)
         ok = True
         for label, on in (("two GPUs", None), ("one GPU", gpu0)):
-            # The input generated and kept on the run's workers.
+            # The input generated and kept on the run's workers (the next run's input has
+            # keys of its own).
             t = time.perf_counter()
             xp = placed(client, x, on or sorted(workers))
             wait(xp, timeout=WAIT)
             t_gen = time.perf_counter() - t
-            where_ = collections.Counter(
+            held = collections.Counter(
                 w.split(":")[-1] for ws in client.who_has(xp).values() for w in ws
             )
             print(
                 f"distributed, {label}: input {x.nbytes / 2**30:.0f} GiB generated and persisted "
-                f"in {t_gen:.3f} s (blocks a worker: {dict(where_)})",
+                f"in {t_gen:.3f} s (blocks a worker: {dict(held)})",
                 flush=True,
             )
             for blockwise in a.graphs:
-                graph = "blockwise" if blockwise else "materialized"
-                cp, xyp, desc = graph_of(xp, blockwise)
-                count, coords, desc_e2e = graph_of(x, blockwise)
-                print(f"  {graph} graph: {desc}", flush=True)
-                print(f"  {graph} graph, generate+nonzero: {desc_e2e}", flush=True)
-                best = None
-                for _ in range(a.repeats):
-                    with get_task_stream(client) as ts:
-                        t = time.perf_counter()
-                        pc, pxy = client.persist([cp, xyp], workers=on)
-                        wait([pc, pxy], timeout=WAIT)
-                        t_rows = time.perf_counter() - t
-                        n = int(client.compute(pc).result(timeout=WAIT)[0])
-                        wall = time.perf_counter() - t
-                    del pc, pxy
-                    forget(client, _keys(cp, xyp))
-                    if best is None or wall < best[0]:
-                        best = (wall, t_rows, n, ts.data)
-                wall, t_rows, n, stream = best
-                e2e = best_of(client, count, coords, on, a.repeats)
-                results[("distributed", graph, label)] = wall
-                results[("distributed e2e", graph, label)] = e2e
-                print(
-                    f"  {graph} graph: nonzero best of {a.repeats} {wall:.3f} s (every block's "
-                    f"rows {t_rows:.3f} s, the count back {wall - t_rows:.3f} s), count {n}; "
-                    f"generate+nonzero best of {a.repeats} {e2e:.3f} s",
-                    flush=True,
-                )
-                print(where_time_went(stream, wall), flush=True)
-                # The scheduler's floor: the same graph (same tasks, same dependencies) whose
-                # blocks do no GPU work (nonzero's op replaced by one that finds nothing).
-                from dmlnumba import chunked
-
-                fc, fxy = chunked.nonzero(xp, None, np.uint32, None, None, "floor", find_nothing)
-                floor = best_of(client, fc, fxy, on, a.repeats)
-                results[("distributed floor", graph, label)] = floor
-                print(
-                    f"  {graph} graph with no GPU work (the scheduler's floor): best of "
-                    f"{a.repeats} {floor:.3f} s, {floor / wall:.0%} of the nonzero's",
-                    flush=True,
-                )
-                # The independent check, block by block on the workers.
-                pc, pxy = client.persist([cp, xyp], workers=on)
-                wait([pc, pxy], timeout=WAIT)
-                ref = xp.map_blocks(
-                    ref_block,
-                    chunks=((np.nan,) * nb, (2,)),
-                    dtype=np.uint32,
-                    meta=x._meta.astype(np.uint32),
-                )
-                checks = [
-                    dask.delayed(same)(a_, b_)
-                    for a_, b_ in zip(pxy.to_delayed().ravel(), ref.to_delayed().ravel())
-                ]
-                got = [f.result(timeout=WAIT) for f in client.compute(checks)]
-                n = int(client.compute(pc).result(timeout=WAIT)[0])
-                rows = sum(r for r, _ in got)
-                good = all(m for _, m in got) and rows == n
-                ok = ok and good
-                print(
-                    f"  check against per-block cupy.argwhere: {rows} rows, "
-                    f"{sum(m for _, m in got)}/{len(got)} blocks equal, count {n}: "
-                    f"{'MATCH' if good else 'MISMATCH'}",
-                    flush=True,
-                )
-                del pc, pxy, ref, checks
-                forget(client, _keys(cp, xyp))
-            del xp, cp, xyp  # (nonzero's graphs on xp hold its futures)
-            # (the next run's input has keys of its own)
+                ok = one_graph(client, a, x, xp, on, label, blockwise, results) and ok
+            del xp
         client.close(timeout=30)
         return ok
     except BaseException:
@@ -434,9 +405,7 @@ def distributed_runs(a, x_of, results):
 
 def threaded_runs(a, x_of, results):
     """Chunks on both GPUs of this process (the device guards), threaded scheduler."""
-    import cupy
     import dask
-    import numpy as np
 
     import dmlnumba
     from dmlnumba import config
@@ -444,6 +413,7 @@ def threaded_runs(a, x_of, results):
     config.DASK_BLOCKWISE = a.graphs[0]
     graph = "blockwise" if a.graphs[0] else "materialized"
     ok = True
+    xp = _xp()
     for label, ndev in (("two GPUs", 2), ("one GPU", 1)):
         x = x_of(gen_on, ndev).persist(scheduler="threads", num_workers=2 * ndev)
         count, coords = dmlnumba.nonzero_coordinates(x)
@@ -452,35 +422,21 @@ def threaded_runs(a, x_of, results):
         for _ in range(a.repeats):
             t = time.perf_counter()
             pc, pxy = dask.persist(count, coords, scheduler="threads", num_workers=2 * ndev)
-            n = int(cupy.asnumpy(pc.compute(scheduler="sync"))[0])
+            n = int(pc.compute(scheduler="sync")[0])
             times.append(time.perf_counter() - t)
         results[("threaded", graph, label)] = min(times)
-        ref = x.map_blocks(
-            ref_block,
-            chunks=((np.nan,) * x.numblocks[0], (2,)),
-            dtype=np.uint32,
-            meta=cupy.empty((0, 0), cupy.uint32),
-        )
-        got = dask.compute(
-            [
-                dask.delayed(same)(a_, b_)
-                for a_, b_ in zip(pxy.to_delayed().ravel(), ref.to_delayed().ravel())
-            ],
-            scheduler="threads",
-        )[0]
-        rows = sum(r for r, _ in got)
-        good = all(m for _, m in got) and rows == n
+        checks = block_checks(x, pxy, xp.empty((0, 0), xp.uint32))
+        good, text = verdict(dask.compute(checks, scheduler="threads")[0], n)
         ok = ok and good
         print(
             f"threaded, {label} ({2 * ndev} threads): nonzero best of {a.repeats} "
-            f"{min(times):.3f} s, count {n}; check against per-block cupy.argwhere: "
-            f"{'MATCH' if good else 'MISMATCH'}",
+            f"{min(times):.3f} s, count {n}; {text}",
             flush=True,
         )
-        del x, count, coords, pc, pxy, ref
-        for d in range(ndev):
-            with cupy.cuda.Device(d):
-                cupy.get_default_memory_pool().free_all_blocks()
+        del x, count, coords, pc, pxy, checks
+        for d in range(ndev) if xp.__name__ == "cupy" else ():
+            with xp.cuda.Device(d):
+                xp.get_default_memory_pool().free_all_blocks()
     return ok
 
 
@@ -511,8 +467,6 @@ def main(argv=None):
 
     xp = _xp()
     cpu = xp is np
-    if cpu:
-        a.threaded = False
 
     cols = 1 << 20
     rows = (1 << a.log2_size) // cols

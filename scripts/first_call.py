@@ -1,15 +1,16 @@
 """The first call's compile time, one fresh process (and an empty numba cache) a case.
 
-``python scripts/first_call.py [--repeat N] [CASE ...]``: for each case (default: all
-below), a fresh interpreter with ``NUMBA_CACHE_DIR`` a new empty directory imports
-dmlnumba, builds the input, and times the first call; it prints the seconds (wall,
-and the process's CPU time: a compile runs on one thread, so the CPU time varies
-less on a busy machine), the specialisations compiled, and with ``--detail`` per
-kernel (numba dispatcher) the specialisations and numba's compile time (CPU
-seconds;
-``numba:compile`` events, each kernel's own: nested compiles excluded).  The passes
-compiled as C functions (``numba.cfunc``) are counted apart: numba's events leave
-them out, so their compile time is the rest of the call's.
+``python scripts/first_call.py [--repeat N] [--detail] [--old REF] [CASE ...]``: for each
+case (default: all below), a fresh interpreter with ``NUMBA_CACHE_DIR`` a new empty
+directory imports dmlnumba (``--old``: an older tree, a commit or a directory, by
+:func:`harness.old_tree`), builds the input, and times the first call; it prints the
+seconds (median and range over ``--repeat`` processes; wall, and the process's CPU time:
+a compile runs on one thread, so the CPU time varies less on a busy machine), the
+specialisations compiled, and with ``--detail`` per kernel (numba dispatcher) the
+specialisations and numba's compile time (CPU seconds; ``numba:compile`` events, each
+kernel's own: nested compiles excluded).  The passes compiled as C functions
+(``numba.cfunc``) are counted apart: numba's events leave them out, so their compile
+time is the rest of the call's.
 
 A case is ``OP:DTYPE:SIZE[:ro]``: OP nonzero, slice1 (a reversed window into a new
 output) or argwhere; SIZE small (1000 elements) or large (2**22), 1-d, or small3d or
@@ -20,20 +21,27 @@ more).
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
+import harness
+
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+
 CHILD = r"""
-import json, sys, time
+import importlib, json, sys, time
 import numpy as np
-op, dtype, size, ro = sys.argv[1:5]
+op, dtype, size, ro, old, scripts = sys.argv[1:7]
 n = 1000 if size.startswith("small") else 1 << 22
-t0 = time.perf_counter()
-import dmlnumba
+if old:  # an older tree, as dmlnumba_old
+    sys.path.insert(0, scripts)
+    import harness
+    dmlnumba = harness.old_tree(old)
+else:
+    import dmlnumba
 from numba.core import event
-from dmlnumba.cpu import compiling
+compiling = importlib.import_module(dmlnumba.__name__ + ".cpu.compiling")
 class Rec(event.Listener):  # numba's RecordingListener, with CPU time
     def __init__(self):
         self.buffer = []
@@ -84,13 +92,13 @@ CASES = [
 ]
 
 
-def one(case):
+def one(case, old=""):
     parts = case.split(":") + [""]
     op, dtype, size, ro = parts[:4]
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         out = subprocess.run(
-            [sys.executable, "-c", CHILD, op, dtype, size, ro],
+            [sys.executable, "-c", CHILD, op, dtype, size, ro, old, SCRIPTS],
             capture_output=True,
             text=True,
             check=True,
@@ -104,15 +112,15 @@ def main():
     ap.add_argument("cases", nargs="*", default=CASES)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--detail", action="store_true", help="the kernels compiled per case")
+    ap.add_argument("--old", default="", help="an older tree's first calls: a commit or a dir")
     args = ap.parse_args()
     for case in args.cases:
-        runs = [one(case) for _ in range(args.repeat)]
-        ts = sorted(r["call"] for r in runs)
-        cs = sorted(r["cpu"] for r in runs)
+        runs = [one(case, args.old) for _ in range(args.repeat)]
+        wall = harness.Stats([r["call"] for r in runs]).fmt("s")
+        cpu = harness.Stats([r["cpu"] for r in runs]).fmt("s")
         k = sum(n for n, _ in runs[0]["compiled"].values())
         print(
-            f"{case:26s} wall {statistics.median(ts):5.2f} s ({ts[0]:.2f}-{ts[-1]:.2f}), "
-            f"cpu {statistics.median(cs):5.2f} s ({cs[0]:.2f}-{cs[-1]:.2f}), {len(ts)} runs, "
+            f"{case:26s} wall {wall}, cpu {cpu}, {len(runs)} runs, "
             f"{k} specialisations, {len(runs[0]['c'])} C functions",
             flush=True,
         )

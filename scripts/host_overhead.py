@@ -2,8 +2,11 @@
 1000-element float32 input (50% non-zero), 1000 calls back to back then one sync,
 for PyTorch, CuPy and numba inputs and NumPy with ``device="cuda"``, beside a CUDA
 graph replay of the same call (PyTorch) and torch.nonzero.  The contenders run
-interleaved, round after round; each line gives the median and the spread (min,
-max) over the rounds.  ``--profile NAME`` prints cProfile's top entries for one.
+interleaved (:func:`harness.compare`: a synchronization before and after each loop,
+the order shuffled each round); each line gives the median and the spread (min-max)
+over the rounds.  The last line is an empty synchronized call (synchronize, nothing,
+synchronize): the floor under any GPU time the benchmark reports.  ``--profile NAME``
+prints cProfile's top entries for one.
 
     python3 scripts/host_overhead.py [--rounds 7] [--profile numba]
 """
@@ -11,10 +14,9 @@ max) over the rounds.  ``--profile NAME`` prints cProfile's top entries for one.
 import argparse
 import cProfile
 import pstats
-import statistics
-import time
 
 import cupy as cp
+import harness
 import numpy as np
 import torch
 from numba import cuda
@@ -51,23 +53,17 @@ cases = {
     "PyTorch, graph replay": g.replay,
     "torch.nonzero (syncs)": lambda: torch.nonzero(xt),
 }
-for f in cases.values():  # compile, warm the allocators
-    f()
-torch.cuda.synchronize()
-times: dict = {k: [] for k in cases}
-for _ in range(args.rounds):
-    for k, f in cases.items():
-        t = time.perf_counter()
-        for _ in range(args.calls):
-            f()
-        torch.cuda.synchronize()
-        times[k].append((time.perf_counter() - t) / args.calls * 1e6)
+times = harness.compare(cases, args.rounds, sync=torch.cuda.synchronize, calls=args.calls)
+empty = harness.compare({"": lambda: None}, 30, sync=torch.cuda.synchronize, calls=1)[""]
 print(
     f"{torch.cuda.get_device_name()}; {args.calls} calls back to back, one sync; "
     f"{args.rounds} interleaved rounds; us a call: median (min-max)"
 )
 for k, v in times.items():
-    print(f"  {k:24s} {statistics.median(v):7.1f}  ({min(v):.1f}-{max(v):.1f})")
+    print(f"  {k:24s} {v.fmt('us')}")
+print(
+    f"  {'sync, nothing, sync':24s} {empty.fmt('us')}  (30 times: the floor of a synchronized call)"
+)
 if args.profile:
     name = {"torch": "PyTorch", "cupy": "CuPy", "numba": "numba", "numpy": 'NumPy, device="cuda"'}
     f = cases[name.get(args.profile, args.profile)]

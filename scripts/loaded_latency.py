@@ -1,5 +1,6 @@
 """Call latency on an idle and on a loaded machine: nonzero_coordinates and slice1 on a
-4x256x256 float32 array, median and 90th percentile of many calls, first idle, then
+4x256x256 float32 array, median and 90th percentile of many calls (each timed alone,
+the two alternating in a shuffled order: :func:`harness.compare`), first idle, then
 with one busy background process (``python -c "while True: pass"``).
 
     python scripts/loaded_latency.py [--calls 400] [--parallel-min N]
@@ -13,18 +14,8 @@ import subprocess
 import sys
 import time
 
+import harness
 import numpy as np
-
-
-def measure(fn, calls):
-    fn()
-    ts = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts = np.array(ts) * 1e3
-    return float(np.median(ts)), float(np.percentile(ts, 90))
 
 
 def main(argv=None):
@@ -45,16 +36,17 @@ def main(argv=None):
         "nonzero": lambda: dmlnumba.nonzero_coordinates(x),
         "slice1": lambda: dmlnumba.slice1(x, *w),
     }
-    idle = {k: measure(f, a.calls) for k, f in cases.items()}
+    idle = harness.compare(cases, a.calls, calls=1, warmup=1)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(1)
-        loaded = {k: measure(f, a.calls) for k, f in cases.items()}
+        loaded = harness.compare(cases, a.calls, calls=1, warmup=1)
     finally:
         busy.kill()
     print(f"CPU_PARALLEL_MIN = {config.CPU_PARALLEL_MIN}; 4x256x256 float32, {a.calls} calls")
     for k in cases:
-        (m0, p0), (m1, p1) = idle[k], loaded[k]
+        m0, p0 = idle[k].median * 1e3, idle[k].p90 * 1e3
+        m1, p1 = loaded[k].median * 1e3, loaded[k].p90 * 1e3
         print(
             f"{k:8s} idle median {m0:.3f} ms, p90 {p0:.3f} ms | loaded median {m1:.3f} ms, "
             f"p90 {p1:.3f} ms = {p1 / m0:.1f}x the idle median"

@@ -1,40 +1,32 @@
 """CUDA nonzero on non-contiguous layouts and small 1-d inputs, beside torch.nonzero:
-``python3 scripts/nonzero_layouts.py [OLD_DIR]`` on a GPU.
+``python3 scripts/nonzero_layouts.py [OLD]`` on a GPU.
 
 Default calls on PyTorch CUDA tensors (new outputs, as users call it); each round times
-every contender once, as ``N`` back-to-back calls between two CUDA events (torch.nonzero
+every contender once, in a shuffled order (:func:`harness.compare`), as ``N``
+back-to-back calls between two CUDA events (torch.nonzero
 synchronizes inside every call, as it does for its users); prints the median and spread
 (min-max) over ``ROUNDS`` rounds in microseconds, the ratio torch / dmlnumba, and the
 share of the copy roofline (the input's bytes plus the coordinates' bytes written, over
-the bandwidth of a 1 GiB device-to-device copy).  ``OLD_DIR``: a directory holding an
-older source tree as ``dmlnumba_old``, timed beside this one."""
+the bandwidth of a 1 GiB device-to-device copy).  ``OLD``: an older source
+tree (a commit, or a directory; :func:`harness.old_tree`), timed beside this one."""
 
-import statistics
 import sys
 
+import harness
 import torch
 
 import dmlnumba
 
 ROUNDS = 9
 N = 10
-
-
-def per_call(f, n=N):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n):
-        f()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / n * 1e3
+EVENTS = harness.cuda_events("torch")
 
 
 def copy_bandwidth():
     x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     y = torch.empty_like(x)
-    ts = [per_call(lambda: y.copy_(x), 5) for _ in range(7)]
-    return 2 * x.numel() / (statistics.median(ts) * 1e-6)
+    t = harness.compare({"copy": lambda: y.copy_(x)}, 7, clock=EVENTS, calls=5)
+    return 2 * x.numel() / t["copy"].median
 
 
 def layouts():
@@ -55,10 +47,7 @@ def layouts():
 
 
 def main():
-    old = None
-    if len(sys.argv) > 1:
-        sys.path.insert(0, sys.argv[1])
-        import dmlnumba_old as old
+    old = harness.old_tree(sys.argv[1]) if len(sys.argv) > 1 else None
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e9:.0f} GB/s; {torch.cuda.get_device_name()}")
     for name, make in layouts():
@@ -76,18 +65,13 @@ def main():
                     count, coords = f()
                     n = int(count[0])
                     assert n == len(want) and bool((coords[:n].long() == want).all()), (name, k)
-                f()
-            ts = {k: [] for k in fns}
-            for _ in range(ROUNDS):
-                for k, f in fns.items():
-                    ts[k].append(per_call(f))
-            med = {k: statistics.median(v) for k, v in ts.items()}
+            ts = harness.compare(fns, ROUNDS, clock=EVENTS, calls=N)
+            med = {k: v.median for k, v in ts.items()}
             moved = x.numel() * x.element_size() + len(want) * x.dim() * 4
-            roof = 100 * moved / bw / (med["dmlnumba"] * 1e-6)
-            parts = [f"{k} {med[k]:8.1f} ({min(v):.1f}-{max(v):.1f})" for k, v in ts.items()]
+            roof = 100 * moved / bw / med["dmlnumba"]
             extra = f"  new/old {med['dmlnumba'] / med['old']:.2f}" if old is not None else ""
             print(
-                f"{name:30s} {d:4.2f}  {'  '.join(parts)} us  "
+                f"{name:30s} {d:4.2f}  {harness.line(ts, unit='us')}  "
                 f"torch/dml {med['torch'] / med['dmlnumba']:5.2f}x  roofline {roof:4.0f}%{extra}",
                 flush=True,
             )

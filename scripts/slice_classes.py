@@ -1,26 +1,28 @@
 """slice1 on the GPU by window class, beside CuPy's slice plus ``ascontiguousarray``:
-``python3 scripts/slice_classes.py [OLD_DIR]`` on a GPU.
+``python3 scripts/slice_classes.py [OLD]`` on a GPU.
 
 Default calls on CuPy arrays (new outputs, as users call it).  Each round times every
-contender once, as ``N`` back-to-back calls between two CUDA events (the GPU is the
-bottleneck, so that is about the kernel's time and the allocation); prints, per
+contender once, in a shuffled order (:func:`harness.compare`), as ``N`` back-to-back
+calls between two CUDA events (the GPU is the bottleneck, so that is about the kernel's
+time and the allocation); prints, per
 window, the median and spread (min-max) over ``ROUNDS`` rounds in microseconds, the
 ratio CuPy / dmlnumba, and the share of the copy roofline (the window's bytes read
-and written, over the bandwidth of a 1 GiB device-to-device copy).  ``OLD_DIR``: a
-directory holding an older source tree as ``dmlnumba_old``, timed beside this one.
+and written, over the bandwidth of a 1 GiB device-to-device copy).  ``OLD``: an
+older source tree (a commit, or a directory; :func:`harness.old_tree`), timed beside.
 
 The ``held-out`` windows were chosen before any tuning and are never tuned on."""
 
-import statistics
 import sys
 
 import cupy as cp
+import harness
 import numpy as np
 
 import dmlnumba
 
 ROUNDS = 9
 N = 20
+EVENTS = harness.cuda_events("cupy")
 
 CLASSES = [
     ("short rows, 8-byte", (2048, 2048, 16), np.s_[:, ::-2, 3:], np.float64),
@@ -57,30 +59,15 @@ HELD_OUT_2 = [
 ]
 
 
-def per_call(f, n=N):
-    a, b = cp.cuda.Event(), cp.cuda.Event()
-    a.record()
-    for _ in range(n):
-        f()
-    b.record()
-    b.synchronize()
-    return cp.cuda.get_elapsed_time(a, b) / n * 1e3
-
-
 def copy_bandwidth():
     x = cp.empty(1 << 30, cp.uint8)
     y = cp.empty_like(x)
-    ts = []
-    for _ in range(7):
-        ts.append(per_call(lambda: y.__setitem__(Ellipsis, x), 5))
-    return 2 * x.nbytes / (statistics.median(ts) * 1e-6)
+    t = harness.compare({"copy": lambda: y.__setitem__(Ellipsis, x)}, 7, clock=EVENTS, calls=5)
+    return 2 * x.nbytes / t["copy"].median
 
 
 def main():
-    old = None
-    if len(sys.argv) > 1:
-        sys.path.insert(0, sys.argv[1])
-        import dmlnumba_old as old
+    old = harness.old_tree(sys.argv[1]) if len(sys.argv) > 1 else None
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e9:.0f} GB/s; {cp.cuda.runtime.getDeviceProperties(0)['name']}")
     for name, shape, idx, dt in CLASSES + HELD_OUT + HELD_OUT_2:
@@ -98,19 +85,13 @@ def main():
             if k != "cupy":
                 got = f()
                 assert got.shape == want.shape and bool((got == want).all()), (name, k)
-            for _ in range(2):
-                f()
-        ts = {k: [] for k in fns}
-        for _ in range(ROUNDS):
-            for k, f in fns.items():
-                ts[k].append(per_call(f))
-        med = {k: statistics.median(v) for k, v in ts.items()}
-        roof = 100 * 2 * want.nbytes / bw / (med["dmlnumba"] * 1e-6)
-        parts = [f"{k} {med[k]:8.1f} ({min(v):.1f}-{max(v):.1f})" for k, v in ts.items()]
+        ts = harness.compare(fns, ROUNDS, clock=EVENTS, calls=N)
+        med = {k: v.median for k, v in ts.items()}
+        roof = 100 * 2 * want.nbytes / bw / med["dmlnumba"]
         ratio = med["cupy"] / med["dmlnumba"]
         extra = f"  new/old {med['dmlnumba'] / med['old']:.2f}" if old is not None else ""
         print(
-            f"{name:32s} {np.dtype(dt).name:8s} {'  '.join(parts)} us  "
+            f"{name:32s} {np.dtype(dt).name:8s} {harness.line(ts, unit='us')}  "
             f"cupy/dml {ratio:5.2f}x  roofline {roof:4.0f}%{extra}",
             flush=True,
         )

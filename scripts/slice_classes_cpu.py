@@ -1,28 +1,25 @@
 """slice1 on the CPU by window class, beside NumPy's slice and copy:
-``python scripts/slice_classes_cpu.py [--quick] [--only SUBSTRING] [--old OLD_DIR]``.
+``python scripts/slice_classes_cpu.py [--quick] [--only SUBSTRING] [--old REF]``.
 
-Four contenders a window, interleaved (A, B, C, D, A, B, ...): default calls (new
-outputs), ``x[s].copy()`` (``numpy.ascontiguousarray(x[s])``, which is no copy where
-``x[s]`` is contiguous already) against ``dmlnumba.slice1(x, *w)``, and
-calls into a preallocated output, ``numpy.copyto(out, x[s])`` against
-``dmlnumba.slice1(x, *w, out=out)``.  Each round times every contender once, as a loop of
-enough back-to-back calls to last about ``LOOP_S``; prints the median and spread
-(min-max) over ``ROUNDS`` rounds, per call, and the ratio NumPy / dmlnumba (above 1:
-dmlnumba is faster).  ``--old OLD_DIR``: a directory holding an older source tree as
-``dmlnumba_old`` (``git archive``), whose default and preallocated calls are timed beside
-(as ``old`` and ``old-out``).  Every result is checked bit for bit against NumPy's."""
+Four contenders a window, interleaved (:func:`harness.compare`: the order shuffled each
+round, every contender timed once a round as a loop of back-to-back calls lasting about
+4 ms): default calls (new outputs), ``x[s].copy()`` (``numpy.ascontiguousarray(x[s])``,
+which is no copy where ``x[s]`` is contiguous already) against ``dmlnumba.slice1(x, *w)``,
+and calls into a preallocated output, ``numpy.copyto(out, x[s])`` against
+``dmlnumba.slice1(x, *w, out=out)``.  Prints the median and spread (min-max) over
+``ROUNDS`` rounds, per call, and the ratio NumPy / dmlnumba (above 1: dmlnumba is
+faster).  ``--old REF``: an older source tree (a commit, or a directory;
+:func:`harness.old_tree`), whose default and preallocated calls are timed beside (as
+``old`` and ``old-out``).  Every result is checked bit for bit against NumPy's."""
 
 import argparse
-import statistics
-import sys
-import time
 
+import harness
 import numpy as np
 
 import dmlnumba
 
 ROUNDS = 9
-LOOP_S = 0.004
 
 #: (class, shape, index, dtype, transpose of the input or None)
 WINDOWS = [
@@ -67,50 +64,13 @@ WINDOWS = [
 ]
 
 
-def _loop(f, n):
-    def run():
-        t = time.perf_counter()
-        for _ in range(n):
-            f()
-        return (time.perf_counter() - t) / n
-
-    return run
-
-
-def measure(fns, rounds):
-    for f in fns.values():  # warm-up, and how many calls make a loop
-        f()
-    n = {}
-    for k, f in fns.items():
-        t = time.perf_counter()
-        f()
-        dt = time.perf_counter() - t
-        n[k] = max(1, min(2000, int(LOOP_S / max(dt, 1e-7))))
-    loops = {k: _loop(f, n[k]) for k, f in fns.items()}
-    ts: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, f in loops.items():
-            ts[k].append(f())
-    return ts
-
-
-def _fmt(v):
-    m = statistics.median(v)
-    if m < 1e-3:
-        return f"{m * 1e6:8.2f} ({min(v) * 1e6:.2f}-{max(v) * 1e6:.2f}) us"
-    return f"{m * 1e3:8.3f} ({min(v) * 1e3:.3f}-{max(v) * 1e3:.3f}) ms"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="3 rounds")
     ap.add_argument("--only", help="windows whose class contains this")
-    ap.add_argument("--old", help="a directory holding an older tree as dmlnumba_old")
+    ap.add_argument("--old", help="an older tree: a commit or a directory")
     a = ap.parse_args(argv)
-    old = None
-    if a.old:
-        sys.path.insert(0, a.old)
-        import dmlnumba_old as old
+    old = harness.old_tree(a.old) if a.old else None
     rounds = 3 if a.quick else ROUNDS
     rng = np.random.default_rng(0)
     for cls, shape, idx, dt, perm in WINDOWS:
@@ -141,8 +101,8 @@ def main(argv=None):
             out[...] = 0
             got = f()
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (cls, k)
-        ts = measure(fns, rounds)
-        med = {k: statistics.median(v) for k, v in ts.items()}
+        ts = harness.compare(fns, rounds)
+        med = {k: v.median for k, v in ts.items()}
         head = f"{cls:22s} {'x'.join(map(str, x.shape)):>15s} {np.dtype(dt).name:7s} "
         head += f"{str(idx).replace('slice', 's')[:44]:44s} {want.nbytes / 1e6:7.3f} MB"
         print(head, flush=True)
@@ -150,7 +110,7 @@ def main(argv=None):
             ratio = med[pair[0]] / med[pair[1]]
             flag = "" if ratio >= 1 else "  LOSES"
             print(
-                f"    {pair[1]:8s} {_fmt(ts[pair[1]])}  {pair[0]:9s} {_fmt(ts[pair[0]])}"
+                f"    {pair[1]:8s} {ts[pair[1]].fmt()}  {pair[0]:9s} {ts[pair[0]].fmt()}"
                 f"  ratio {ratio:5.2f}x{flag}",
                 flush=True,
             )
