@@ -59,7 +59,7 @@ def test_compile_with_preallocated_outputs_and_argwhere():
     """out= arguments become the mutating operators; argwhere has an unbacked size."""
 
     def f(x, oc, ox, out):
-        dmlnumba.nonzero_coordinates(x, out_count=oc, out_coordinates=ox)
+        dmlnumba.nonzero_coordinates(x, dtype=torch.uint64, out_count=oc, out_coordinates=ox)
         dmlnumba.slice1(x, (0, 0), (6, 9), (1, -1), out=out)
         return dmlnumba.argwhere(x) * 1
 
