@@ -1,8 +1,9 @@
-"""The input libraries' ways, at the API's door: tracing by torch.compile (calls go
-through the registered PyTorch operators, :mod:`dmlnumba.torch_ops`), PyTorch
-views the kernels cannot read as they are (lazily negated, bfloat16), PyTorch
-dtypes, and results handed back as the input's library's arrays (PyTorch on the
-CPU, JAX through DLPack)."""
+"""The input libraries' ways, at the API's door: tracing by torch.compile and
+PyTorch tensors that hold no data of their own (calls go through the registered
+PyTorch operators, :mod:`dmlnumba.torch_ops`), PyTorch views the kernels cannot
+read as they are (lazily negated, bfloat16), PyTorch's rules for the tensors a
+call writes, and results handed back as the input's library's arrays (PyTorch on
+the CPU, JAX through DLPack)."""
 
 import sys
 from typing import Any
