@@ -29,14 +29,17 @@ def traced(input, *outs):
         return True
     Tensor = torch.Tensor
     if type(input) is Tensor:  # the common case, asked here (a call less)
-        if _functional is None:
-            _load_wrapper_checks()
         if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
             return True
     elif isinstance(input, Tensor) and _wrapper(input, Tensor):
         return True
     for o in outs:
-        if o is not None and isinstance(o, Tensor) and _wrapper(o, Tensor):
+        if o is None:
+            continue
+        if type(o) is Tensor:
+            if _functional(o) or (_transforms_active() and _functorch_wrapped(o)):
+                return True
+        elif isinstance(o, Tensor) and _wrapper(o, Tensor):
             return True
     return False
 
@@ -49,23 +52,24 @@ def _wrapper(t, Tensor):
     tp = type(t)
     if tp is not Tensor and _subclass(tp):
         return True
-    if _functional is None:
-        _load_wrapper_checks()
     return _functional(t) or (_transforms_active() and _functorch_wrapped(t))
 
 
-# PyTorch's own checks, looked up once.
-_functional: Any = None
-_transforms_active: Any = None
-_functorch_wrapped: Any = None
-
-
-def _load_wrapper_checks():
+def _first_functional(t):
+    """``_functional``'s first call: PyTorch's own checks looked up (PyTorch is
+    loaded: ``t`` is a tensor), then asked.  Callers ask ``_functional`` first."""
     global _functional, _transforms_active, _functorch_wrapped
     C = _modules["torch"]._C
     _functional = _modules["torch"]._is_functional_tensor
     _transforms_active = C._are_functorch_transforms_active
     _functorch_wrapped = C._functorch.is_functorch_wrapped_tensor
+    return _functional(t)
+
+
+# PyTorch's own checks (no test for None on every call: the first call looks them up).
+_functional: Any = _first_functional
+_transforms_active: Any = None
+_functorch_wrapped: Any = None
 
 
 def _subclass(tp):
@@ -140,7 +144,7 @@ def torch_out(o, dtype, name, f):
     written through ``detach()``, which shares its version counter.  Returns the
     tensor to write; :func:`torch_written` marks it afterwards."""
     torch = _modules["torch"]
-    if o.dtype == torch.bfloat16:
+    if o.dtype is torch.bfloat16:  # dtypes are singletons
         raise TypeError(f"{f}(): {name} has dtype bfloat16, expected {dtype}")
     if o.is_inference() and not torch.is_inference_mode_enabled():
         raise ValueError(
