@@ -1,6 +1,7 @@
 """PyTorch custom operators (torch.compile, torch.export, opcheck) and JAX arrays,
 on the CPU (CI installs the CPU builds of torch and jax)."""
 
+import logging
 import subprocess
 import sys
 
@@ -59,7 +60,7 @@ def test_compile_with_preallocated_outputs_and_argwhere():
     """out= arguments become the mutating operators; argwhere has an unbacked size."""
 
     def f(x, oc, ox, out):
-        dmlnumba.nonzero_coordinates(x, out_count=oc, out_coordinates=ox)
+        dmlnumba.nonzero_coordinates(x, dtype=torch.uint64, out_count=oc, out_coordinates=ox)
         dmlnumba.slice1(x, (0, 0), (6, 9), (1, -1), out=out)
         return dmlnumba.argwhere(x) * 1
 
@@ -196,3 +197,121 @@ def test_what_pytorch_users_pass(device):
         assert int(count[0]) == int(np.count_nonzero(h[::-1]))
     with pytest.raises(TypeError, match=r"^slice1\(\): .*dtype"):
         dmlnumba.slice1(z, (0, 0), (9, 11), (1, 1))
+
+
+def _chain(e):
+    while e is not None:
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+_BAD_CALLS = {
+    "zero stride": lambda x: dmlnumba.slice1(x, (0, 0), (2, 3), (1, 0)),
+    "window out of bounds": lambda x: dmlnumba.slice1(x, (1, 0), (3, 3), (1, 1)),
+    "output_sizes too large": lambda x: dmlnumba.slice1(x, (0, 0), (3, 3), (2, 1), (3, 3)),
+    "strides of another rank": lambda x: dmlnumba.slice1(x, (0, 0), (3, 3), (1,)),
+    "out of another shape": lambda x: dmlnumba.slice1(x, (0, 0), (2, 2), (1, 1), out=x),
+    "width below the rank": lambda x: dmlnumba.nonzero_coordinates(x, 1),
+    "dtype no coordinate type": lambda x: dmlnumba.nonzero_coordinates(x, dtype=torch.float32),
+    "max_count negative": lambda x: dmlnumba.nonzero_coordinates(x, max_count=-1),
+    "complex input": lambda x: dmlnumba.argwhere(x.to(torch.complex64)),
+    "0-d input": lambda x: dmlnumba.argwhere(x[0, 0]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_CALLS))
+def test_compiled_calls_raise_the_eager_errors(case):
+    """The fake implementations check the arguments with the eager call's own
+    functions: a compiled call raises the eager call's error (in the chain of the
+    tracer's own), where a zero stride raised ZeroDivisionError from the fake."""
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+    f = _BAD_CALLS[case]
+    x = torch.arange(9.0).reshape(3, 3)
+    with pytest.raises((TypeError, ValueError)) as eager:
+        f(x)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as compiled:
+        torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    errors = list(_chain(compiled.value))
+    assert not any(isinstance(e, ZeroDivisionError) for e in errors)
+    want = (type(eager.value), str(eager.value))
+    assert any((type(e), str(e)) == want for e in errors) or any(
+        want[1] in str(e) for e in errors
+    ), (want, errors[0])
+
+
+def test_numpy_inputs_under_compile_give_what_eager_calls_give():
+    """A NumPy input (or output) runs eagerly, as a graph break: NumPy results, as
+    in eager calls (argwhere raised, slice1 returned a tensor)."""
+    h = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, 3.0]], np.float32)
+
+    def f(a, out):
+        window = dmlnumba.slice1(a, (0, 0), (2, 3), (-1, 2))
+        count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.int64)
+        dmlnumba.slice1(a, (0, 0), (2, 3), (1, -1), out=out)
+        return window, count, coords, dmlnumba.argwhere(a), dmlnumba.argwhere(a.tolist())
+
+    torch._dynamo.reset()
+    out = np.zeros((2, 3), np.float32)
+    window, count, coords, rows, from_list = torch.compile(f, backend="aot_eager")(h, out)
+    for r in (window, count, coords, rows, from_list):
+        assert type(r) is np.ndarray
+    np.testing.assert_array_equal(window, h[::-1, ::2])
+    np.testing.assert_array_equal(out, h[:, ::-1])
+    assert count.dtype == np.int64 and int(count[0]) == 3
+    np.testing.assert_array_equal(coords[:3], np.argwhere(h))
+    np.testing.assert_array_equal(rows, np.argwhere(h))
+    np.testing.assert_array_equal(from_list, np.argwhere(h))
+    torch._dynamo.reset()  # compiled code is kept per code object
+    with pytest.raises(Exception, match="disable"):  # a documented graph break
+        torch.compile(f, fullgraph=True, backend="aot_eager")(h, out)
+
+
+def _all_three(x):
+    window = dmlnumba.slice1(x, (1, 0), (3, 2), (2, -1))
+    count, coords = dmlnumba.nonzero_coordinates(x, dtype=torch.int64)
+    return window, count, coords, dmlnumba.argwhere(x) * 1
+
+
+def _check_all_three(x, got):
+    window, count, coords, rows = got
+    h = x.numpy()
+    want = np.argwhere(h)
+    np.testing.assert_array_equal(window.numpy(), h[1:4:2, 1::-1])
+    assert int(count[0]) == len(want) and tuple(coords.shape) == (h.size, 2)
+    np.testing.assert_array_equal(coords[: len(want)].numpy(), want)
+    np.testing.assert_array_equal(rows.numpy(), want)
+
+
+def _dynamic_inputs(rng):
+    for n in (5, 8, 13):
+        yield _input(rng, (n, 2), p=0.5)
+
+
+def test_dynamic_shapes_fullgraph_for_all_three_operators():
+    """dynamic=True, fullgraph=True: one graph for every size (argwhere's bound was
+    the symbolic element count, which new_dynamic_size(max=) refused)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    cf = torch.compile(_all_three, backend=counter, dynamic=True, fullgraph=True)
+    rng = np.random.default_rng(7)
+    for x in _dynamic_inputs(rng):
+        _check_all_three(x, cf(x))
+    assert counter.frame_count == 1
+
+
+def test_export_with_a_dynamic_dimension():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return _all_three(x)
+
+    rng = np.random.default_rng(8)
+    n = torch.export.Dim("n", min=4, max=1 << 20)
+    ep = torch.export.export(M(), (_input(rng, (6, 2)),), dynamic_shapes=({0: n},))
+    code = ep.graph_module.code
+    for op in ("slice1", "nonzero_coordinates", "argwhere"):
+        assert f"torch.ops.dmlnumba.{op}.default" in code
+    for x in _dynamic_inputs(rng):
+        _check_all_three(x, ep.module()(x))

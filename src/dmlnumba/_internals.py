@@ -17,7 +17,13 @@ versions it is tested against (``tests/test_import.py`` checks the installed one
 - numba (``>=0.60``): none beyond the public API.
 - PyTorch: ``torch._C._cuda_getCurrentRawStream`` (the current stream's raw
   handle, as Triton's launcher reads it; the public query is the fallback, see
-  :func:`dmlnumba.gpu.views.torch_current_stream`).
+  :func:`dmlnumba.gpu.views.torch_current_stream`); ``torch._C._increment_version``
+  (what ``torch.autograd.graph.increment_version`` calls, without its list, see
+  :func:`dmlnumba.interop.torch_written`); ``torch._is_functional_tensor``,
+  ``torch._C._are_functorch_transforms_active`` and
+  ``torch._C._functorch.is_functorch_wrapped_tensor`` (which tensors hold no data
+  of their own, see :func:`dmlnumba.interop.traced` and
+  :func:`dmlnumba.torch_ops._func_wrapped`).
 - torch.compile: ``_dynamo_marked_constant`` on :func:`dmlnumba.interop.torch_ops_ready`
   (what ``torch.compiler.assume_constant_result`` sets, set without importing
   torch; see :mod:`dmlnumba.torch_ops`).

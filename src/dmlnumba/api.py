@@ -18,11 +18,13 @@ from .cpu import target as target_cpu
 from .dispatch import resolve
 from .interop import (
     as_library,
+    bfloat16_out,
     check_jax_fits,
     one_element,
-    torch_dtype,
-    torch_ops_ready,
+    torch_ops,
+    torch_out,
     torch_view,
+    torch_written,
     traced,
 )
 from .window import window  # noqa: F401  (re-exported)
@@ -214,7 +216,11 @@ def _check_stream(target, stream, func):
 
 def _check_out(target, out, dtype, shape, name, func, x):
     """The target's description of a caller's output array, checked (on a GPU: on
-    the device the call reading ``x`` runs on)."""
+    the device the call reading ``x`` runs on).  A PyTorch tensor is checked and
+    marked as PyTorch's own in-place ops do it (see :func:`~dmlnumba.interop.torch_out`)."""
+    pt = library(out) == "torch"
+    if pt:
+        out = torch_out(out, dtype, name, func)
     o = target.describe(out, name, func)
     if target.name == "cuda" and o.device != x.device:
         raise ValueError(
@@ -225,6 +231,8 @@ def _check_out(target, out, dtype, shape, name, func, x):
     if not target.is_writeable(o):
         raise ValueError(f"{func}(): {name} is read-only")
     v.check_no_overlap(o, name, func)
+    if pt:
+        torch_written(out)
     return o
 
 
@@ -256,13 +264,10 @@ def slice1(
     Raises TypeError for arguments of the wrong type and ValueError for bad
     values, before anything is written.
     """
-    if traced(input):
-        torch_ops_ready()
-        ops = _modules["torch"].ops.dmlnumba
-        if out is None:
-            return ops.slice1(input, offsets, sizes, strides, output_sizes)
-        ops.slice1_out(input, offsets, sizes, strides, output_sizes, out)
-        return out
+    if traced(input, out):
+        return torch_ops().slice1_call(
+            input, offsets, sizes, strides, output_sizes, out, device, stream
+        )
     np_key = None
     if type(input) is np.ndarray and device is None and stream is None:
         # A repeat of a NumPy call with the very same parameter tuples (see
@@ -301,7 +306,7 @@ def slice1(
     elif lib == "torch":
         input, bf16 = torch_view(input, f)
         if bf16:  # copied as float16 (the same two bytes)
-            o = out if out is None else torch_view(out, f, "out")[0]
+            o = out if out is None else bfloat16_out(out, f)
             r = slice1(
                 input, offsets, sizes, strides, output_sizes, out=o, device=device, stream=stream
             )
@@ -373,18 +378,10 @@ def nonzero_coordinates(
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
-    if traced(input):
-        torch_ops_ready()
-        ops = _modules["torch"].ops.dmlnumba
-        if out_count is None and out_coordinates is None:
-            return ops.nonzero_coordinates(input, width, torch_dtype(dtype), max_count)
-        if out_count is None or out_coordinates is None:
-            raise TypeError(
-                "nonzero_coordinates(): under torch.compile, pass both out_count= and "
-                "out_coordinates=, or neither"
-            )
-        ops.nonzero_coordinates_out(input, width, max_count, out_count, out_coordinates)
-        return out_count, out_coordinates
+    if traced(input, out_count, out_coordinates):
+        return torch_ops().nonzero_call(
+            input, width, dtype, max_count, out_count, out_coordinates, device, stream
+        )
     if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it, as argwhere does
         input = v.argwhere_input(input, "nonzero_coordinates")
     key = None
@@ -570,8 +567,7 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     GPU once.
     """
     if traced(input):
-        torch_ops_ready()
-        return _modules["torch"].ops.dmlnumba.argwhere(input)
+        return torch_ops().argwhere_call(input, device, stream)
     lib = library(input)
     key, run = _nonzero_runner("argwhere", input, lib, None, np.int64, None, device, stream)
     if run is not None:  # a repeated CPU call (CPU runners only: see _nonzero)

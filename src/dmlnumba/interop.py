@@ -1,10 +1,12 @@
-"""The input libraries' ways, at the API's door: tracing by torch.compile (calls go
-through the registered PyTorch operators, :mod:`dmlnumba.torch_ops`), PyTorch
-views the kernels cannot read as they are (lazily negated, bfloat16), PyTorch
-dtypes, and results handed back as the input's library's arrays (PyTorch on the
-CPU, JAX through DLPack)."""
+"""The input libraries' ways, at the API's door: tracing by torch.compile and
+PyTorch tensors that hold no data of their own (calls go through the registered
+PyTorch operators, :mod:`dmlnumba.torch_ops`), PyTorch views the kernels cannot
+read as they are (lazily negated, bfloat16), PyTorch's rules for the tensors a
+call writes, and results handed back as the input's library's arrays (PyTorch on
+the CPU, JAX through DLPack)."""
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -14,18 +16,61 @@ from .cpu import target as target_cpu
 _modules = sys.modules
 
 
-def traced(input):
-    """Whether this call is being traced by torch.compile or torch.export (or gets a
-    PyTorch tensor subclass, such as a FakeTensor): then it goes through the
-    registered PyTorch operators (:mod:`dmlnumba.torch_ops`), which the tracer
-    records as one node each.  Cheap where PyTorch is not loaded."""
+def traced(input, *outs):
+    """Whether this call goes through the registered PyTorch operators (see
+    :mod:`dmlnumba.torch_ops`): when torch.compile or torch.export traces it (the
+    tracer records one node per call), or when the input or an output is a PyTorch
+    tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
+    must never read or write through DLPack or a data pointer.  Cheap where PyTorch
+    is not loaded."""
     torch = _modules.get("torch")
     if torch is None:
         return False
     if torch.compiler.is_compiling():
         return True
-    tp = type(input)
-    return tp is not torch.Tensor and isinstance(input, torch.Tensor) and _subclass(tp)
+    Tensor = torch.Tensor
+    if type(input) is Tensor:  # the common case, asked here (a call less)
+        if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
+            return True
+    elif isinstance(input, Tensor) and _wrapper(input, Tensor):
+        return True
+    for o in outs:
+        if o is None:
+            continue
+        if type(o) is Tensor:
+            if _functional(o) or (_transforms_active() and _functorch_wrapped(o)):
+                return True
+        elif isinstance(o, Tensor) and _wrapper(o, Tensor):
+            return True
+    return False
+
+
+def _wrapper(t, Tensor):
+    """Whether the tensor ``t`` wraps others: FakeTensor, FunctionalTensor and other
+    ``torch._subclasses``; functional tensors; torch.func's batched and grad
+    wrappers (asked only while a torch.func transform runs: the global question is
+    the cheaper one).  ``torch.nn.Parameter`` and plain subclasses are read."""
+    tp = type(t)
+    if tp is not Tensor and _subclass(tp):
+        return True
+    return _functional(t) or (_transforms_active() and _functorch_wrapped(t))
+
+
+def _first_functional(t):
+    """``_functional``'s first call: PyTorch's own checks looked up (PyTorch is
+    loaded: ``t`` is a tensor), then asked.  Callers ask ``_functional`` first."""
+    global _functional, _transforms_active, _functorch_wrapped
+    C = _modules["torch"]._C
+    _functional = _modules["torch"]._is_functional_tensor
+    _transforms_active = C._are_functorch_transforms_active
+    _functorch_wrapped = C._functorch.is_functorch_wrapped_tensor
+    return _functional(t)
+
+
+# PyTorch's own checks (no test for None on every call: the first call looks them up).
+_functional: Any = _first_functional
+_transforms_active: Any = None
+_functorch_wrapped: Any = None
 
 
 def _subclass(tp):
@@ -48,6 +93,16 @@ def torch_ops_ready():
 torch_ops_ready._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
+def torch_ops():
+    """The module :mod:`dmlnumba.torch_ops`, registered (see :func:`torch_ops_ready`)."""
+    torch_ops_ready()
+    # An import, not a look-up in sys.modules: torch.compile reads that dict as it
+    # was when tracing began, before the first call imported the module.
+    from . import torch_ops
+
+    return torch_ops
+
+
 def torch_view(t, f, name="input"):
     """``(tensor, bfloat16)``: a PyTorch tensor as the kernels can read it, its lazy
     negation resolved (a view whose storage holds the un-negated values), a
@@ -63,16 +118,56 @@ def torch_view(t, f, name="input"):
     return t, False
 
 
-def torch_dtype(dtype):
-    """``dtype=`` for the PyTorch operator: a torch dtype (NumPy's named the same way
-    map to it)."""
+def bfloat16_out(out, f):
+    """The float16 view of a bfloat16 ``out=`` for a bfloat16 input (the kernels copy
+    the same two bytes); any other output's dtype differs from the input's, which
+    is a TypeError naming both (a float16 one would receive bfloat16 bits)."""
     torch = _modules["torch"]
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = np.dtype(dtype).name
-    if not hasattr(torch, name):
-        raise TypeError(f"nonzero_coordinates(): dtype {name} has no PyTorch counterpart")
-    return getattr(torch, name)
+    if isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16:
+        return out.view(torch.float16)
+    if getattr(out, "dtype", None) is None:
+        raise TypeError(f"{f}(): out must be a bfloat16 tensor, not {type(out).__name__}")
+    raise TypeError(f"{f}(): out has dtype {dtype_name(out.dtype)}, expected bfloat16")
+
+
+def dtype_name(dtype):
+    """A NumPy or PyTorch dtype as the messages name it (``float32``, not
+    ``torch.float32``)."""
+    return str(dtype).rpartition(".")[2]
+
+
+def torch_out(o, dtype, name, f):
+    """A PyTorch tensor the call is about to write, checked as PyTorch checks its
+    own ``out=`` and in-place ops, before anything is written: no bfloat16 unless
+    expected (``dtype``: a NumPy dtype, which has none), no inference tensor outside
+    ``torch.inference_mode()``, no tensor that requires grad while grad mode is on
+    (the writes are not differentiable); under ``torch.no_grad()`` such a tensor is
+    written through ``detach()``, which shares its version counter.  Returns the
+    tensor to write; :func:`torch_written` marks it afterwards."""
+    torch = _modules["torch"]
+    if o.dtype is torch.bfloat16:  # dtypes are singletons
+        raise TypeError(f"{f}(): {name} has dtype bfloat16, expected {dtype}")
+    if o.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(
+            f"{f}(): {name} is an inference tensor, which PyTorch does not let anything "
+            f"update outside torch.inference_mode(); clone() it first"
+        )
+    if o.requires_grad:
+        if torch.is_grad_enabled():
+            raise TypeError(
+                f"{f}(): {name} requires grad, and dmlnumba's writes are not differentiable; "
+                f"pass a tensor that does not, or call under torch.no_grad()"
+            )
+        o = o.detach()
+    return o
+
+
+def torch_written(o):
+    """Bump the version counter of a PyTorch tensor that a call writes, as PyTorch's
+    in-place ops do, so that autograd refuses to use a saved copy that was
+    overwritten (no-op for inference tensors, which have none).  A sequence: given
+    a tensor, PyTorch's function would iterate over its elements."""
+    _modules["torch"]._C._increment_version((o,))
 
 
 def one_element(x):

@@ -1,0 +1,261 @@
+"""PyTorch's own rules for the tensors dmlnumba reads and writes, on the CPU and (on a
+real GPU) CUDA: ``out=`` dtypes (bfloat16 is not float16), the version counter of
+every tensor written, inference tensors, tensors that require grad, and wrapper
+tensors (functional, fake, torch.func's) that are never read through DLPack."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import dmlnumba
+
+from devices import needs_real_gpu
+
+torch = pytest.importorskip("torch")
+
+# The fake implementations raise the eager call's errors; PyTorch logs each one too.
+logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            needs_real_gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no GPU"),
+        ],
+    ),
+]
+
+
+def _raised(excinfo, kind, text):
+    """Whether ``kind`` with ``text`` in its message is the raised error or in its
+    chain (torch.compile wraps what a fake implementation raises)."""
+    e = excinfo.value
+    while e is not None:
+        if isinstance(e, kind) and text in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _slice1_out(x, out):
+    return dmlnumba.slice1(x, (0,), (3,), (1,), out=out)
+
+
+# Dtypes of out=: a bfloat16 input's output must be bfloat16, and a float16 one's float16.
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out_kind", ["float16", "int16", "numpy float16"])
+def test_bfloat16_input_refuses_another_out_dtype(device, out_kind):
+    """A float16 out= took bfloat16 bits (1.0 became 1.875), a NumPy one raised an
+    AttributeError, an int16 one was told "expected float16"."""
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.bfloat16, device=device)
+    if out_kind == "numpy float16":
+        out = np.full(3, -1, np.float16)
+    else:
+        out = torch.full((3,), -1, dtype=getattr(torch, out_kind), device=device)
+    name = out_kind.split()[-1]
+    with pytest.raises(TypeError, match=rf"^slice1\(\): out has dtype {name}, expected bfloat16$"):
+        _slice1_out(x, out)
+    assert (out == -1).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float16_input_refuses_a_bfloat16_out(device):
+    """Both dtypes named, for a PyTorch and a NumPy input alike."""
+    out = torch.full((3,), -1, dtype=torch.bfloat16, device=device)
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16, device=device)
+    inputs = [x] + ([x.numpy()] if device == "cpu" else [])
+    for a in inputs:
+        with pytest.raises(
+            TypeError, match=r"^slice1\(\): out has dtype bfloat16, expected float16$"
+        ):
+            _slice1_out(a, out)
+    counts = torch.zeros(1, dtype=torch.bfloat16, device=device)
+    with pytest.raises(
+        TypeError, match=r"^nonzero_coordinates\(\): out_count has dtype bfloat16, expected int64$"
+    ):
+        dmlnumba.nonzero_coordinates(x, dtype=torch.int64, out_count=counts)
+    assert (out == -1).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bfloat16_out_for_a_bfloat16_input_is_copied_bit_for_bit(device):
+    x = torch.tensor([1.0, -2.5, 3.0], dtype=torch.bfloat16, device=device)
+    out = torch.zeros(3, dtype=torch.bfloat16, device=device)
+    assert _slice1_out(x, out) is out
+    assert torch.equal(out.view(torch.int16), x.view(torch.int16))
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_compiled_bfloat16_input_refuses_a_float16_out(fullgraph):
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.bfloat16)
+    out = torch.full((3,), -1, dtype=torch.float16)
+    f = torch.compile(_slice1_out, backend="aot_eager", fullgraph=fullgraph)
+    with pytest.raises(Exception) as excinfo:
+        f(x, out)
+    assert _raised(excinfo, TypeError, "slice1(): out has dtype float16, expected bfloat16")
+    assert (out == -1).all()
+
+
+# Functional and other wrapper tensors: through the registered operators, never DLPack.
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_functionalize_reads_the_values(device):
+    """The eager path read the functional wrapper's uninitialised storage (garbage on
+    the CPU, an illegal memory access on CUDA)."""
+    x = torch.tensor([10.0, 11.0, 12.0, 13.0], device=device)
+    z = torch.tensor([0.0, 1.0, 0.0, 2.0], device=device)
+    got = torch.func.functionalize(lambda t: dmlnumba.slice1(t, (0,), (4,), (-1,)))(x)
+    assert got.tolist() == [13.0, 12.0, 11.0, 10.0]
+    got = torch.func.functionalize(dmlnumba.argwhere)(z)
+    assert got.tolist() == [[1], [3]]
+    count, coords = torch.func.functionalize(
+        lambda t: dmlnumba.nonzero_coordinates(t, dtype=torch.int64)
+    )(z)
+    assert int(count[0]) == 2 and coords[:2].tolist() == [[1], [3]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_functionalize_writes_the_outputs(device):
+    """out= under functionalize: the new values reach the caller's tensors (the
+    functional copy of the operator's result, then PyTorch's own copy-back)."""
+    x = torch.tensor([10.0, 11.0, 12.0, 13.0], device=device)
+    out = torch.zeros(4, device=device)
+
+    def f(t, o):
+        dmlnumba.slice1(t, (0,), (4,), (-1,), out=o)
+        return o + 0
+
+    assert torch.func.functionalize(f)(x, out).tolist() == [13.0, 12.0, 11.0, 10.0]
+    assert out.tolist() == [13.0, 12.0, 11.0, 10.0]
+    z = torch.tensor([0.0, 1.0, 0.0, 2.0], device=device)
+    oc = torch.zeros(1, dtype=torch.int64, device=device)
+    ox = torch.full((1, 1, 5, 1), -1, dtype=torch.int64, device=device)
+
+    def g(t, a, b):
+        dmlnumba.nonzero_coordinates(t, dtype=torch.int64, out_count=a, out_coordinates=b)
+        return a + 0
+
+    assert torch.func.functionalize(g)(z, oc, ox).tolist() == [2]
+    assert oc.tolist() == [2] and ox.flatten()[:2].tolist() == [1, 3]
+    assert int(ox.flatten()[4]) == -1  # past the input's rows: untouched
+
+    def bad(t, o):
+        dmlnumba.slice1(t, (0,), (4,), (-1,), out=o)
+
+    with pytest.raises(TypeError, match=r"^slice1\(\): out has dtype float16, expected float32$"):
+        torch.func.functionalize(bad)(x, torch.zeros(4, dtype=torch.float16, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_func_transforms_read_the_values(device):
+    """vmap and grad wrappers go through the operators too (they hold no storage the
+    eager path could read); the results are not differentiable, as in eager calls."""
+    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device=device)
+    got = torch.func.vmap(lambda r: dmlnumba.slice1(r, (0,), (3,), (-2,)))(x)
+    assert got.tolist() == [[3.0, 1.0], [6.0, 4.0]]
+
+    def loss(r):
+        return (r * dmlnumba.slice1(r, (0,), (3,), (1,))).sum()
+
+    assert torch.func.grad(loss)(x[0]).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_a_functional_out_beside_a_numpy_input_is_refused():
+    """The operators take PyTorch tensors: a NumPy input with a functional out= is
+    a TypeError (its storage is no data to write)."""
+    out = torch.zeros(3)
+
+    def f(o):
+        dmlnumba.slice1(np.ones(3, np.float32), (0,), (3,), (1,), out=o)
+        return o
+
+    with pytest.raises(TypeError, match=r"^slice1\(\): a PyTorch wrapper tensor"):
+        torch.func.functionalize(f)(out)
+    assert not out.any()
+
+
+# Writes bump the version counter; inference tensors; tensors that require grad.
+
+
+def _outputs(device):
+    x = torch.tensor([0.0, 1.0, 2.0], device=device)
+    out = torch.zeros(3, device=device)
+    oc = torch.zeros(1, dtype=torch.int64, device=device)
+    ox = torch.zeros((3, 1), dtype=torch.int64, device=device)
+    return x, out, oc, ox
+
+
+def _write_all(x, out, oc, ox):
+    dmlnumba.slice1(x, (0,), (3,), (-1,), out=out)
+    dmlnumba.nonzero_coordinates(x, dtype=torch.int64, out_count=oc, out_coordinates=ox)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_writes_bump_the_version_counter(device):
+    x, *outs = _outputs(device)
+    before = [o._version for o in outs]
+    _write_all(x, *outs)
+    assert all(o._version > v for o, v in zip(outs, before))
+    c = outs[1]
+    v = c._version
+    dmlnumba.nonzero_coordinates(x, dtype=torch.int64, out_count=c.detach().view(1, 1))
+    assert c._version > v  # a view's write is its base's (one counter)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autograd_refuses_a_saved_tensor_that_was_overwritten(device):
+    """backward() used the overwritten values ([1, 1, 1] instead of [10, 20, 30]);
+    PyTorch's own out= ops make it raise, and so do dmlnumba's now."""
+    x = torch.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    w = torch.tensor([10.0, 20.0, 30.0], device=device)
+    y = (x * w).sum()  # saves w for backward
+    dmlnumba.slice1(torch.ones(3, device=device), (0,), (3,), (1,), out=w)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+    x.grad = None
+    w = torch.tensor([10.0, 20.0, 30.0], device=device)
+    y = (x * w).sum()
+    dmlnumba.slice1(torch.ones(3, device=device), (0,), (3,), (1,), out=w.detach())
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inference_tensors_are_written_only_in_inference_mode(device):
+    with torch.inference_mode():
+        x, *outs = _outputs(device)
+    for o, call in zip(
+        outs,
+        (
+            lambda: dmlnumba.slice1(x, (0,), (3,), (-1,), out=outs[0]),
+            lambda: dmlnumba.nonzero_coordinates(x, dtype=torch.int64, out_count=outs[1]),
+            lambda: dmlnumba.nonzero_coordinates(x, dtype=torch.int64, out_coordinates=outs[2]),
+        ),
+    ):
+        with pytest.raises(ValueError, match=r"^\w+\(\): out\w* is an inference tensor"):
+            call()
+        assert not o.any()
+    with torch.inference_mode():
+        _write_all(x, *outs)
+    assert outs[0].tolist() == [2.0, 1.0, 0.0] and outs[1].tolist() == [2]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_outputs_that_require_grad(device):
+    """Refused while grad mode is on (the writes are not differentiable), as PyTorch's
+    out= ops refuse them; written under torch.no_grad(), version counter bumped.  On
+    CUDA such an output was written with grad mode on."""
+    x = torch.tensor([0.0, 1.0, 2.0], device=device)
+    out = torch.zeros(3, device=device, requires_grad=True)
+    with pytest.raises(TypeError, match=r"^slice1\(\): out requires grad"):
+        dmlnumba.slice1(x, (0,), (3,), (-1,), out=out)
+    assert not out.detach().any() and out._version == 0
+    with torch.no_grad():
+        assert dmlnumba.slice1(x, (0,), (3,), (-1,), out=out) is out
+    assert out.tolist() == [2.0, 1.0, 0.0] and out._version > 0
