@@ -215,7 +215,6 @@ _BAD_CALLS = {
     "dtype no coordinate type": lambda x: dmlnumba.nonzero_coordinates(x, dtype=torch.float32),
     "max_count negative": lambda x: dmlnumba.nonzero_coordinates(x, max_count=-1),
     "complex input": lambda x: dmlnumba.argwhere(x.to(torch.complex64)),
-    "0-d input": lambda x: dmlnumba.argwhere(x[0, 0]),
 }
 
 
@@ -315,3 +314,18 @@ def test_export_with_a_dynamic_dimension():
         assert f"torch.ops.dmlnumba.{op}.default" in code
     for x in _dynamic_inputs(rng):
         _check_all_three(x, ep.module()(x))
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_compiled_argwhere_of_a_0_d_tensor_is_numpy_s_shape(fullgraph):
+    """A 0-d input gives (1, 0) or (0, 0) under torch.compile, as in eager calls."""
+    torch._dynamo.reset()
+    x = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    f = torch.compile(
+        lambda x: (dmlnumba.argwhere(x[0, 0]), dmlnumba.argwhere(x[0, 1])),
+        fullgraph=fullgraph,
+        backend="aot_eager",
+    )
+    one, none = f(x)
+    assert tuple(one.shape) == (1, 0) and tuple(none.shape) == (0, 0)
+    assert one.dtype == none.dtype == torch.int64

@@ -323,4 +323,6 @@ def argwhere_call(input, device, stream):
     """:func:`dmlnumba.argwhere` through the operator."""
     if not _tensors(input) or device is not None or stream is not None:
         return _eager("argwhere")(input, device=device, stream=stream)
+    if input.dim() == 0:  # NumPy's (1, 0) or (0, 0), as the eager call gives
+        return torch.ops.dmlnumba.argwhere(input.detach().reshape(1))[:, :0]
     return torch.ops.dmlnumba.argwhere(input.detach())  # not differentiable, as in eager calls
