@@ -167,7 +167,8 @@ _WORKER = """
     from numba.core import caching
 
     i, d = int(sys.argv[1]), sys.argv[2]
-    save_index, save_data = caching.IndexDataCacheFile._save_index, caching.IndexDataCacheFile._save_data
+    index_file = caching.IndexDataCacheFile
+    save_index, save_data = index_file._save_index, index_file._save_data
 
     def slow_index(self, overloads):
         time.sleep(1.0 + 0.3 * i)
@@ -177,8 +178,8 @@ _WORKER = """
         time.sleep(2.0 - 0.6 * i)
         save_data(self, name, data)
 
-    caching.IndexDataCacheFile._save_index = slow_index
-    caching.IndexDataCacheFile._save_data = slow_data
+    index_file._save_index = slow_index
+    index_file._save_data = slow_data
     sys.path.insert(0, d)
     import kern
 
@@ -278,7 +279,8 @@ _INTERRUPT_IMPORT = """
         dmlnumba.argwhere(x)
     except KeyboardInterrupt:
         print("interrupted")
-    print(dmlnumba.argwhere(x).tolist(), dmlnumba.slice1(np.arange(10000), (0,), (10000,), (-1,))[0])
+    y = np.arange(10000)  # past CPU_SLICE_NUMPY_MAX: the kernel
+    print(dmlnumba.argwhere(x).tolist(), dmlnumba.slice1(y, (0,), (10000,), (-1,))[0])
 """
 
 

@@ -108,7 +108,7 @@ def c_function(sig: Any, func: Callable) -> Any:
     f = CFunc(func, sigutils.normalize_signature(sig), locals={}, options={})
     try:
         f.enable_caching()
-        checked(f._cache)
+        checked(f._cache)  # type: ignore[attr-defined]  # numba sets it in enable_caching
     except RuntimeError as e:  # numba: "cannot cache function ...: no locator available"
         if "cannot cache" not in str(e):
             raise

@@ -45,7 +45,7 @@ def _sigint_deferred() -> Iterator[None]:
         caught: list[Any] = []
         if old is None:  # a handler not set from Python: left alone
             raise ValueError
-        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+        signal.signal(signal.SIGINT, lambda _signum, frame: caught.append(frame))
     except ValueError:  # not the main thread (or interpreter)
         yield
         return
