@@ -62,8 +62,10 @@ def compile_all(device=None, stream=sys.stderr, workers=None):
     take the staged write pass, a kernel for each of 2 to 8 columns), and (CPU)
     argwhere's count and write passes.  On the CPU each group of :data:`_CASES`
     compiles in a process of its own, ``workers`` (default: every core) at a time;
-    a line says how long that should take before it starts.  Returns the seconds
-    taken."""
+    a line says how long that should take before it starts.  The groups share
+    numba's cache files (one index a Python function, every specialisation in it):
+    the processes add their entries under a lock (:mod:`dmlnumba.cpu.cachefile`).
+    Returns the seconds taken."""
     import logging
 
     from . import config
@@ -159,6 +161,10 @@ def _check_device(device):
 
     config.check_env("dmlnumba")
     dev = parse_device(device, "dmlnumba")
+    if dev is None or dev[0] == "cpu":
+        from .cpu import process
+
+        process.check_env("dmlnumba")
     if dev is not None and dev[0] == "cuda":
         _cuda_device(dev, "dmlnumba")
 
@@ -172,9 +178,17 @@ def main(argv=None):
             "cache), so that no later call waits for the compiler.",
         )
         p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+        p.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            help="CPU: processes compiling at once (default: one a core, at most one a group)",
+        )
         args = p.parse_args(argv[1:])
+        if args.workers is not None and args.workers < 1:
+            p.error(f"--workers = {args.workers}: it must be at least 1")
         _check_device(args.device)
-        compile_all(args.device)
+        compile_all(args.device, workers=args.workers)
         return
     p = argparse.ArgumentParser(prog="python -m dmlnumba", description=__doc__)
     p.add_argument(

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import config
 from .arrays import _ASK, is_cuda_array, library
+from .cpu import process
 from .cpu import target as target_cpu
 from .target import CudaTarget, Target
 from .validation import host_array
@@ -124,8 +125,10 @@ def resolve(
         if cuda and not isinstance(x, np.ndarray):
             t = cuda_target(func)
             return t, t.as_device_array(x, None, func, name, lib)
+        process.check_env(func)
         return target_cpu, _to_numpy(x, func, name, lib)
     if dev[0] == "cpu":
+        process.check_env(func)
         return target_cpu, _to_numpy(x, func, name, lib)
     t = _cuda_device(dev, func)
     if not is_cuda_array(x, lib):

@@ -406,6 +406,10 @@ def nonzero_width(shape, width, f="nonzero_coordinates"):
 def coord_type(dtype, f="nonzero_coordinates"):
     """``dtype`` as one of :data:`COORD_DTYPES` (TypeError otherwise); PyTorch's
     dtypes name NumPy's (``torch.int64`` is int64)."""
+    if dtype is None:  # np.dtype(None) is float64, which the caller did not name
+        raise TypeError(
+            f"{f}(): dtype=None is not a coordinate type; use one of {_names(COORD_DTYPES)}"
+        )
     if type(dtype).__module__ == "torch":
         dtype = str(dtype).rpartition(".")[2]
     try:

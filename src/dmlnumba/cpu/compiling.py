@@ -18,6 +18,10 @@ first call that explains itself.
   (:mod:`dmlnumba.cpu.llvm`); :func:`build` makes one on first use, watched as
   :func:`run` watches a first call.
 
+Every cache these make is :func:`dmlnumba.cpu.cachefile.checked`: entries are added
+under a lock that every process takes, and an entry that holds another
+specialisation's code is never loaded.
+
 numba offers no public way to reset one function's cache, so the reset uses
 the dispatcher's cache object (``_cache.flush()``, falling back to
 ``_cache.disable()`` where the index cannot be written), and for a
@@ -46,6 +50,9 @@ _cfunc_sources: dict[Callable, None] = {}  # an ordered set
 c_functions: list[tuple[str, Any]] = []
 _warm: set[tuple] = set()
 _lock = threading.Lock()
+#: Why numba's compiler cannot be used in this process (None: it can): set in a child
+#: forked while its parent compiled (:mod:`dmlnumba.cpu.process`).
+unusable: str | None = None
 #: Whether a kernel compiles without numba's cache, and whether the warning saying so
 #: has been emitted (returned from ``warnings.warn``: not raised as an error).
 _no_cache = False
@@ -64,9 +71,13 @@ def jit(func: Callable | None = None, **opts: Any) -> Any:
         return lambda f: jit(f, **opts)
     from numba import njit
 
+    from .cachefile import checked
+
     global _no_cache
     try:
         d = njit(cache=True, **opts)(func)
+        if hasattr(d, "_cache"):  # not under NUMBA_DISABLE_JIT (func itself)
+            checked(d._cache)
     except RuntimeError as e:  # numba: "cannot cache function ...: no locator available"
         if "cannot cache" not in str(e):
             raise
@@ -83,20 +94,26 @@ def c_function(sig: Any, func: Callable) -> Any:
     :func:`~dmlnumba.cpu.llvm.call_int64` and ``call_void``, so that a caller
     compiles without linking its code in (docs/PERFORMANCE.md).  Under
     ``NUMBA_DISABLE_JIT``: ``func`` itself, which the stand-ins of those call."""
-    from numba import cfunc
     from numba import config as nbconfig
+    from numba.core import sigutils
+    from numba.core.ccallback import CFunc
+
+    from .cachefile import checked
 
     if getattr(nbconfig, "DISABLE_JIT", 0):
         return func
     global _no_cache
     _cfunc_sources[func] = None
+    # numba.cfunc(sig, cache=True)(func), with its cache checked before it compiles.
+    f = CFunc(func, sigutils.normalize_signature(sig), locals={}, options={})
     try:
-        f = cfunc(sig, cache=True)(func)
+        f.enable_caching()
+        checked(f._cache)  # type: ignore[attr-defined]  # numba sets it in enable_caching
     except RuntimeError as e:  # numba: "cannot cache function ...: no locator available"
         if "cannot cache" not in str(e):
             raise
         _no_cache = True
-        f = cfunc(sig)(func)
+    f.compile()
     c_functions.append((func.__name__, f))  # its code lives as long as f does
     return f.address
 
@@ -115,9 +132,11 @@ def _from_cache(exc: BaseException) -> bool:
 def _reset_caches() -> None:
     from numba.core.caching import FunctionCache
 
+    from .cachefile import checked
+
     for f in _cfunc_sources:  # the cache numba.cfunc(cache=True) makes for f
         try:
-            FunctionCache(f).flush()
+            checked(FunctionCache(f)).flush()
         except (OSError, RuntimeError):  # not writable; no cache location at all
             pass
     for d in _dispatchers:
@@ -176,6 +195,8 @@ def expected_seconds(key: tuple) -> int:
 
 
 def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
+    if unusable:  # the compiler lock may be held by a thread of the parent
+        raise RuntimeError(unusable)
     _warn_no_cache()
     name = "/".join(str(k) for k in key)
     timer = threading.Timer(

@@ -16,7 +16,7 @@ from ..arrays import library
 from ..layout import c_strides, extent, slice_geometry
 from ..params import NONZERO_CPU, pack
 from ..validation import host_array, nonzero_mask, uint_of_size
-from . import compiling
+from . import compiling, process
 from .threads import one_thread, run_parallel, threads_ok  # noqa: F401  (one_thread: dask's)
 
 name = "cpu"
@@ -29,9 +29,7 @@ _masks: dict[np.dtype, int] = {}
 def kernels():
     global _kernels
     if _kernels is None:
-        from . import kernels as kernels_cpu
-
-        _kernels = kernels_cpu
+        _kernels = process.import_whole("dmlnumba.cpu.kernels")
     return _kernels
 
 
