@@ -257,6 +257,27 @@ def test_an_entry_holding_another_signatures_code_is_not_loaded(tmp_path):
     assert _scan(tmp_path)[1] == []  # written anew
 
 
+def test_numba_cuda_cache_files_are_checked_too(tmp_path):
+    # The CUDA kernels' cache (numba-cuda's own copy of numba's index file): entries
+    # added under the index's lock, and an entry naming another key's code not loaded.
+    caching = pytest.importorskip("numba.cuda.core.caching", reason="needs numba-cuda")
+    from dmlnumba.cpu.cachefile import checked
+
+    f = caching.IndexDataCacheFile(str(tmp_path), "kernel", "stamp")
+
+    class Cache:
+        _cache_file = f
+
+    checked(Cache)
+    f.save("a", "code of a")
+    f.save("b", "code of b")
+    assert (tmp_path / "kernel.nbi.lock").exists()
+    assert (f.load("a"), f.load("b")) == ("code of a", "code of b")
+    names = f._load_index()
+    f._save_index({"a": names["b"], "b": names["a"]})  # what the race left
+    assert (f.load("a"), f.load("b")) == (None, None)
+
+
 # ---------------------------------------------------------------- the process
 
 _INTERRUPT_IMPORT = """

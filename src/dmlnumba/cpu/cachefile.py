@@ -17,7 +17,8 @@ array").  :func:`checked` makes a numba cache object
   kernel compiles again and its entry is written anew.
 
 numba has no public interface for this: :class:`CheckedIndex` is its
-``IndexDataCacheFile`` with ``save``, ``load`` and ``flush`` wrapped.
+``IndexDataCacheFile`` (numba-cuda has its own copy of it) with ``save``, ``load`` and
+``flush`` wrapped.
 """
 
 import contextlib
@@ -26,8 +27,6 @@ import os
 import sys
 from collections.abc import Iterator
 from typing import Any
-
-from numba.core.caching import IndexDataCacheFile
 
 log = logging.getLogger("dmlnumba")
 
@@ -75,21 +74,24 @@ def index_lock(index_path: str) -> Iterator[None]:
         os.close(fd)
 
 
-class CheckedIndex(IndexDataCacheFile):
+class CheckedIndex:
     """numba's index and data files, written under :func:`index_lock` and with each
-    entry's key in its data file (see the module's docstring)."""
+    entry's key in its data file (see the module's docstring): mixed into the cache
+    file class of numba's CPU cache or numba-cuda's, which share this interface."""
+
+    _index_path: str
 
     def save(self, key: Any, data: Any) -> None:
         with index_lock(self._index_path):
-            super().save(key, (TAG, key, data))
+            super().save(key, (TAG, key, data))  # type: ignore[misc]
 
     def flush(self) -> None:
         with index_lock(self._index_path):
-            super().flush()
+            super().flush()  # type: ignore[misc]
 
     def load(self, key: Any) -> Any:
         # Read without the lock: numba replaces each file whole (a rename).
-        data = super().load(key)
+        data = super().load(key)  # type: ignore[misc]
         if data is None:
             return None
         if type(data) is tuple and len(data) == 3 and data[0] == TAG:
@@ -103,7 +105,17 @@ class CheckedIndex(IndexDataCacheFile):
         return None  # foreign or untagged: compiled, and the entry written over
 
 
+_checked_classes: dict[type, type] = {}
+
+
 def checked(cache: Any) -> Any:
-    """``cache`` (a numba ``FunctionCache``) with its index a :class:`CheckedIndex`."""
-    cache._cache_file.__class__ = CheckedIndex
+    """``cache`` (a numba or numba-cuda function cache) with its index file a
+    :class:`CheckedIndex` of its own class."""
+    f = cache._cache_file
+    tp = type(f)
+    if not issubclass(tp, CheckedIndex):
+        sub = _checked_classes.get(tp)
+        if sub is None:
+            sub = _checked_classes[tp] = type("Checked" + tp.__name__, (CheckedIndex, tp), {})
+        f.__class__ = sub
     return cache

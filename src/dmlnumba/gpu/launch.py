@@ -23,6 +23,7 @@ from numba import cuda, types
 from .. import config
 from .._internals import function_handle
 from ..caches import Bounded
+from ..cpu.cachefile import checked
 from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
 from .memory import check
 from .nonzero_kernel import make_nonzero
@@ -98,7 +99,13 @@ def _compile(name, src_bits, out_bits, regs, variant):
         return cuda.jit(fn)
     sig = signature(name, src_bits, out_bits)
     opts = {"max_registers": regs} if regs else {}
-    return cuda.jit(sig, cache=True, **opts)(fn).overloads[sig.args]
+    # cuda.jit(sig, cache=True), with the cache's index written under a lock and each
+    # entry checked against its key before it compiles (the CPU kernels' rule).
+    d = cuda.jit(**opts)(fn)
+    d.enable_caching()
+    checked(d._cache)
+    d.compile(sig.args)
+    return d.overloads[sig.args]
 
 
 def launcher(k, grid, block, stream, ctx=0, params=()):
