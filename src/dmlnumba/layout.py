@@ -136,3 +136,37 @@ def divide(e, magic, shift):
     s1 = 1 if shift > 0 else 0
     s2 = shift - 1 if shift > 0 else 0
     return (t + ((e - t) >> s1)) >> s2
+
+
+_UINT_BY_SIZE = {n: np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
+
+
+def uint_of_size(itemsize):
+    """The unsigned integer dtype of ``itemsize`` bytes: the element type of the flat
+    views the kernels see."""
+    return _UINT_BY_SIZE[itemsize]
+
+
+class _Addresses:
+    """An ``__array_interface__`` over an address range that is never read."""
+
+    def __init__(self, ptr, shape, strides, itemsize):
+        self.__array_interface__ = {
+            "shape": tuple(shape),
+            "strides": tuple(strides),
+            "typestr": f"|V{itemsize}",
+            "data": (ptr, True),
+            "version": 3,
+        }
+
+
+def shares_memory(a_ptr, a_shape, a_strides, a_itemsize, b_ptr, b_shape, b_strides, b_itemsize):
+    """Whether two strided arrays, given by the address of element 0, shape, byte
+    strides and item size, share a byte (exact: ``numpy.shares_memory`` on
+    stand-in arrays over the same addresses, which only does arithmetic on them).
+    Works for device addresses too."""
+    if 0 in a_shape or 0 in b_shape:
+        return False
+    a = np.asarray(_Addresses(a_ptr, a_shape, a_strides, a_itemsize))
+    b = np.asarray(_Addresses(b_ptr, b_shape, b_strides, b_itemsize))
+    return bool(np.shares_memory(a, b))

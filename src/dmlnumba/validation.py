@@ -5,6 +5,11 @@ check of a call runs here, before any kernel is launched, so that an ``out=``
 array is left untouched when a call fails.  Errors follow NumPy's conventions:
 ``TypeError`` for an argument of the wrong type, ``ValueError`` for a bad value,
 and the message names the parameter, the dimension and the values.
+
+This module checks the operators' parameters (offsets, sizes, strides, width,
+max_count, the coordinates matrix's shape); the dtype checks are in
+:mod:`dmlnumba.dtypes`, the checks of arrays (outputs, NumPy inputs) in
+:mod:`dmlnumba.array_checks`, both importable from here too.
 """
 
 import collections.abc
@@ -12,63 +17,31 @@ import operator
 
 import numpy as np
 
-from .arrays import is_cuda_array, is_dask
+from .array_checks import (  # noqa: F401  (importable from here)
+    argwhere_input,
+    check_no_overlap,
+    check_out,
+    check_strides,
+    host_array,
+    self_overlaps,
+)
 from .caches import Bounded
+from .dtypes import (  # noqa: F401  (importable from here)
+    COORD_DTYPES,
+    COORD_LIMITS,
+    DML_DTYPES,
+    INT64_MAX,
+    INT64_MIN,
+    NONZERO_DTYPES,
+    SLICE_DTYPES,
+    check_dtype,
+    coord_dtype,
+    coord_type,
+    nonzero_mask,
+)
+from .layout import shares_memory, uint_of_size  # noqa: F401  (importable from here)
 
 MAX_DIMS = 8
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
-
-#: DirectML's eleven tensor data types (SLICE1 and NONZERO_COORDINATES inputs).
-DML_DTYPES = tuple(
-    np.dtype(t)
-    for t in (
-        "float64",
-        "float32",
-        "float16",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint64",
-        "uint32",
-        "uint16",
-        "uint8",
-    )
-)
-#: slice1 and nonzero take DirectML's dtypes and bool (slice1 copies its bytes, as uint8's).
-SLICE_DTYPES = frozenset(DML_DTYPES + (np.dtype(np.bool_),))
-NONZERO_DTYPES = SLICE_DTYPES
-#: Coordinate/count types of nonzero_coordinates; uint32 is DirectML's.
-COORD_DTYPES = frozenset(np.dtype(t) for t in ("uint32", "uint64", "int64"))
-#: Largest element count whose coordinates and count fit each coordinate type.
-COORD_LIMITS = {
-    np.dtype(np.uint32): (1 << 32) - 1,
-    np.dtype(np.uint64): INT64_MAX,
-    np.dtype(np.int64): INT64_MAX,
-}
-
-_UINT_BY_SIZE = {
-    1: np.dtype(np.uint8),
-    2: np.dtype(np.uint16),
-    4: np.dtype(np.uint32),
-    8: np.dtype(np.uint64),
-}
-
-
-def _names(dtypes):
-    return ", ".join(sorted(str(d) for d in dtypes))
-
-
-def check_dtype(dtype, allowed, func, name="input"):
-    """Raise TypeError unless ``dtype``, in either byte order, is in ``allowed``: the
-    kernels read the bits, and a byte-swapped float's sign bit is found by
-    :func:`nonzero_mask` (NumPy takes either byte order)."""
-    if dtype not in allowed and (dtype.isnative or dtype.newbyteorder("=") not in allowed):
-        raise TypeError(
-            f"{func}(): {name} dtype {dtype} is not supported; supported dtypes: "
-            f"{_names(allowed)} (either byte order)"
-        )
 
 
 def check_ndim(ndim, func, name="input"):
@@ -236,139 +209,6 @@ def _slice1_check(shape, offsets, sizes, strides, output_sizes):
     return tuple(starts), strides, tuple(out_shape)
 
 
-def check_out(out, dtype, shape, name, func):
-    """An output array (described by its target) must be of ``dtype`` and ``shape``."""
-    if out.dtype != dtype:
-        raise TypeError(f"{func}(): {name} has dtype {out.dtype}, expected {dtype}")
-    if shape is not None and tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{func}(): {name} has shape {tuple(out.shape)}, expected {tuple(shape)}")
-    check_strides(out, name, func)
-
-
-def check_strides(a, name, func):
-    """Strides must be multiples of the item size (views of the elements).  A stride
-    of a dimension of size 1 is never used and may be anything.  A contiguous
-    array's other strides are multiples of the item size by construction."""
-    flags = getattr(a, "flags", None)
-    if flags is not None and (flags.c_contiguous or flags.f_contiguous):
-        return
-    isz = a.dtype.itemsize
-    for d, (s, n) in enumerate(zip(a.strides, a.shape)):
-        if s % isz and n > 1:
-            raise ValueError(
-                f"{func}(): {name}.strides[{d}] = {s} is not a multiple of the item size {isz}"
-            )
-
-
-def check_no_overlap(out, name, func):
-    """An output may not hold one memory location twice (zero or interleaved strides
-    that collide); see :func:`self_overlaps`."""
-    if self_overlaps(out.shape, out.strides, out.itemsize):
-        raise ValueError(
-            f"{func}(): {name} has overlapping memory (strides {tuple(out.strides)}, shape "
-            f"{tuple(out.shape)}); it must be able to hold every element separately"
-        )
-
-
-def self_overlaps(shape, strides, itemsize):
-    """Whether two elements of an array of this layout share a byte (exact).
-
-    The quick test: with dimensions sorted by stride, each stride reaches past
-    everything the smaller ones span (true of every C, F, permuted or sliced
-    layout).  Where it fails, the answer is decided exactly: a zero stride, or
-    more bytes of elements than bytes spanned, overlaps for certain; otherwise
-    (an interleaved layout) the element offsets are sorted and compared, which
-    takes memory proportional to the array, never more than the bytes it spans.
-    """
-    dims = sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1)
-    if any(n == 0 for n in shape) or not dims:
-        return False
-    reach = itemsize
-    for s, n in dims:
-        if s < reach:
-            break
-        reach = s * (n - 1) + reach
-    else:
-        return False
-    if dims[0][0] == 0:
-        return True
-    span = sum(s * (n - 1) for s, n in dims) + itemsize
-    size = 1
-    for _, n in dims:
-        size *= n
-    if size * itemsize > span:
-        return True
-    offs = np.zeros(1, np.int64)
-    for s, n in dims:
-        offs = (offs[:, None] + np.arange(n, dtype=np.int64) * s).reshape(-1)
-    offs.sort()
-    return bool((np.diff(offs) < itemsize).any())
-
-
-class _Addresses:
-    """An ``__array_interface__`` over an address range that is never read."""
-
-    def __init__(self, ptr, shape, strides, itemsize):
-        self.__array_interface__ = {
-            "shape": tuple(shape),
-            "strides": tuple(strides),
-            "typestr": f"|V{itemsize}",
-            "data": (ptr, True),
-            "version": 3,
-        }
-
-
-def shares_memory(a_ptr, a_shape, a_strides, a_itemsize, b_ptr, b_shape, b_strides, b_itemsize):
-    """Whether two strided arrays, given by the address of element 0, shape, byte
-    strides and item size, share a byte (exact: ``numpy.shares_memory`` on
-    stand-in arrays over the same addresses, which only does arithmetic on them).
-    Works for device addresses too."""
-    if 0 in a_shape or 0 in b_shape:
-        return False
-    a = np.asarray(_Addresses(a_ptr, a_shape, a_strides, a_itemsize))
-    b = np.asarray(_Addresses(b_ptr, b_shape, b_strides, b_itemsize))
-    return bool(np.shares_memory(a, b))
-
-
-def host_array(a, name, func):
-    """A NumPy input or output as the plain ndarray the kernels see.
-
-    ndarray subclasses (matrix, memmap, recarray, ...) are read through their
-    ndarray data, as ``numpy.asarray`` reads them (a matrix stays 2-d; nothing is
-    copied); a masked array is refused, since its mask would be ignored."""
-    if type(a) is np.ndarray:
-        return a
-    if isinstance(a, np.ma.MaskedArray):
-        raise TypeError(
-            f"{func}(): {name} is a numpy.ma.MaskedArray, whose mask dmlnumba would ignore; "
-            f"pass {name}.filled(0) (or {name}.data) instead"
-        )
-    return np.ndarray.view(a, np.ndarray)
-
-
-def argwhere_input(x, f="argwhere"):
-    """``x`` where dmlnumba reads it as an array, a list, tuple or scalar as
-    ``numpy.asarray`` reads it (as ``numpy.argwhere`` does); a TypeError for anything
-    else."""
-    if isinstance(x, (list, tuple, np.generic, bool, int, float)):
-        try:
-            return np.asarray(x)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{f}(): input could not be read as an array: {e}") from None
-    if (
-        isinstance(x, np.ndarray)
-        or is_dask(x)
-        or is_cuda_array(x)
-        or (hasattr(x, "__dlpack__") and not isinstance(x, type))
-    ):
-        return x
-    raise TypeError(
-        f"{f}(): input must be an array (NumPy, CuPy, numba, dask, or a PyTorch CPU or CUDA "
-        f"tensor), a list, a tuple or a scalar, not {type(x).__name__}; convert it with "
-        f"numpy.asarray(input) first"
-    )
-
-
 def effective_rank(shape):
     """Number of dimensions after leading size-1 dimensions are dropped."""
     r = len(shape)
@@ -401,35 +241,6 @@ def nonzero_width(shape, width, f="nonzero_coordinates"):
             f"be between the effective rank {lo} and the number of dimensions {ndim}"
         )
     return width
-
-
-def coord_type(dtype, f="nonzero_coordinates"):
-    """``dtype`` as one of :data:`COORD_DTYPES` (TypeError otherwise); PyTorch's
-    dtypes name NumPy's (``torch.int64`` is int64)."""
-    if dtype is None:  # np.dtype(None) is float64, which the caller did not name
-        raise TypeError(
-            f"{f}(): dtype=None is not a coordinate type; use one of {_names(COORD_DTYPES)}"
-        )
-    if type(dtype).__module__ == "torch":
-        dtype = str(dtype).rpartition(".")[2]
-    try:
-        dt = np.dtype(dtype)
-    except (TypeError, ValueError):
-        raise TypeError(f"{f}(): dtype {dtype!r} is not a NumPy dtype") from None
-    if dt not in COORD_DTYPES:
-        raise TypeError(f"{f}(): dtype {dt} is not supported; use one of {_names(COORD_DTYPES)}")
-    return dt
-
-
-def coord_dtype(dtype, size, f="nonzero_coordinates"):
-    """:func:`coord_type`, able to count and index ``size`` elements (ValueError otherwise)."""
-    dt = coord_type(dtype, f)
-    if size > COORD_LIMITS[dt]:
-        raise ValueError(
-            f"{f}(): input has {size} elements, more than dtype {dt} can count and index "
-            f"(at most {COORD_LIMITS[dt]}); pass dtype=numpy.uint64 or numpy.int64"
-        )
-    return dt
 
 
 def _max_count_arg(value, dtype, f):
@@ -485,21 +296,3 @@ def coordinates_matrix_shape(
             f"at least {rows})"
         )
     return r
-
-
-def uint_of_size(itemsize):
-    return _UINT_BY_SIZE[itemsize]
-
-
-def nonzero_mask(dtype):
-    """Bits that make an element non-zero, as the native unsigned integer of its size
-    reads them: all of them, but the sign bit of a float (so that -0.0 is zero; NaN
-    and the infinities are not), byte-swapped where ``dtype`` is (its sign bit is then
-    in the other end's byte)."""
-    bits = dtype.itemsize * 8
-    full = (1 << bits) - 1
-    if dtype.kind != "f":
-        return full
-    if dtype.isnative:
-        return full >> 1
-    return int.from_bytes((full >> 1).to_bytes(dtype.itemsize, "little"), "big")
