@@ -171,14 +171,14 @@ def test_cpu_flat_view_spans_the_array_in_memory_order(shape, layout_name, data)
     same memory, flagged writeable (a read-only input too: it takes the kernels compiled
     for writeable arrays, which never write their input), and the runners' reader gives
     the same."""
-    from dmlnumba.cpu import target as target_cpu
+    from dmlnumba.cpu import views
 
     a = data.draw(laid_out(np.arange(int(np.prod(shape)), dtype=np.float32), shape, layout_name))
     low, span, base, es = layout.extent(a.shape, a.strides, a.itemsize)
     lo = np.lib.array_utils.byte_bounds(a)[0]
-    v0, b, s = target_cpu.flat(a)
+    v0, b, s = views.flat_view(a)
     assert b == base
-    for v in [v0, target_cpu._reader(a)(a)]:
+    for v in [v0, views.reader(a)(a)]:
         assert v.dtype == np.uint32 and v.ndim == 1 and v.size == span
         assert v.flags.writeable
         assert v.__array_interface__["data"][0] == lo and np.shares_memory(v, a)

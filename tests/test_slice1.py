@@ -311,11 +311,11 @@ def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypa
     (bit-exact: a byte copy); larger ones the kernel."""
     from dmlnumba import api, config
     from dmlnumba.caches import Bounded
-    from dmlnumba.cpu import target as target_cpu
+    from dmlnumba.cpu import slice as cpu_slice
 
     calls = []
-    real = target_cpu._copy
-    monkeypatch.setattr(target_cpu, "_copy", lambda *a: (calls.append(a[-1]), real(*a)))
+    real = cpu_slice._copy
+    monkeypatch.setattr(cpu_slice, "_copy", lambda *a: (calls.append(a[-1]), real(*a)))
     monkeypatch.setattr(api, "_runners", Bounded())
     raw = np.array([0x7FC01234, 0x80000000, 0xFF800000, 1, 2, 3] * 50, np.uint32)
     x = raw.view(np.float32).reshape(15, 20)
@@ -403,9 +403,9 @@ def test_repeated_calls_with_lists_read_them_again():
 def test_busy_machine_runs_large_calls_on_one_thread(free, monkeypatch):
     """With CPU_SLICE_LOAD_CHECK on (it is off by default), a call large enough for
     numba's threads runs on them only where the machine has cores free for them
-    (cpu.target.cores_free); the same result either way."""
+    (cpu.threads.cores_free); the same result either way."""
     from dmlnumba import config
-    from dmlnumba.cpu import target as target_cpu
+    from dmlnumba.cpu import threads as target_cpu
 
     monkeypatch.setattr(config, "CPU_SLICE_LOAD_CHECK", 1)
     monkeypatch.setattr(config, "CPU_PARALLEL_MIN", 0)

@@ -34,13 +34,44 @@ _CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")
 ]
 
 #: CPU seconds a group of :data:`_CASES` (by operator and coordinate dtype) takes to
-#: compile cold, one process on the 2-core development VM (numba 0.68, 2026-11-26
-#: 20:56 UTC, the passes as C functions): the estimate printed before a compile starts.
+#: compile cold in one process on a 2-core machine: the estimate printed before a
+#: compile starts (docs/PERFORMANCE.md, "Startup and compile time").
 _GROUP_SECONDS = {("slice1", None): 2.7, ("nonzero", "uint32"): 5.0, ("nonzero", "uint64"): 7.0}
 
 
 def _group_seconds(case):
     return _GROUP_SECONDS[case[0], case[2]]
+
+
+def compile_group(op, t, c):
+    """The calls that compile one group of CPU kernels (``python -m dmlnumba compile``
+    runs each group in a process of its own): ``op`` on ``t`` inputs (and
+    ``c`` coordinates), one thread and all threads, and each of nonzero's serial
+    drivers (the positions pass, the single-block write, the blocks).  Returns the
+    CPU seconds taken."""
+    import logging
+
+    from . import config
+    from .cpu.nonzero import ARGWHERE_BUFFER_MAX
+
+    logging.getLogger("dmlnumba").setLevel(logging.ERROR)  # the bar says what is compiling
+    t0 = time.process_time()
+    big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
+    for n in (4, big):
+        x = np.ones(n, t)
+        if op == "slice1":
+            # Into out=: the kernel, also for windows that a new output would copy
+            # with NumPy.
+            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
+            continue
+        dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
+        dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
+        dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
+        if c == "uint64":
+            # argwhere past its worst-case buffer: passes of their own (serial below
+            # CPU_PARALLEL_MIN elements, parallel from it).
+            dmlnumba.argwhere(np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t))
+    return time.process_time() - t0
 
 
 def _bar(done, total, label, stream):
@@ -95,7 +126,9 @@ def _compile_cpu(stream, workers):
     import concurrent.futures
     import multiprocessing
 
-    from .cpu import compiling
+    # The groups' function by this module's name (a spawned process imports it by
+    # that name), also where this module runs as the command's __main__.
+    from dmlnumba.__main__ import compile_group
 
     workers = max(1, min(workers, len(_CASES)))
     stream.write(
@@ -110,9 +143,7 @@ def _compile_cpu(stream, workers):
     # run parallel kernels (see dmlnumba.cpu.threads).
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        # The groups' function from a module a spawned process imports by name (not
-        # __main__, which is this command's).
-        futures = {pool.submit(compiling.compile_group, *case): case for case in order}
+        futures = {pool.submit(compile_group, *case): case for case in order}
         for i, f in enumerate(concurrent.futures.as_completed(futures)):
             cpu = f.result()
             op, t, c = futures[f]

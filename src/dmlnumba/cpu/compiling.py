@@ -15,8 +15,8 @@ first call that explains itself.
   warning.  After the first call, a call is the kernel call plus a set lookup.
 - :func:`c_function` compiles a pass as a C function (``numba.cfunc``, cached the
   same way) and gives its address, which the drivers call
-  (:mod:`dmlnumba.cpu.llvm`); :func:`build` makes one on first use, watched as
-  :func:`run` watches a first call.
+  (:mod:`dmlnumba.cpu.llvm`); :func:`c_function_address` makes one on first use,
+  watched as :func:`run` watches a first call, and keeps its address.
 
 Every cache these make is :func:`dmlnumba.cpu.cachefile.checked`: entries are added
 under a lock that every process takes, and an entry that holds another
@@ -58,9 +58,9 @@ unusable: str | None = None
 _no_cache = False
 _warned_no_cache = False
 
-#: Seconds a first call may take before the compile notice is logged (a first call
-#: that loads from a warm cache takes up to about 1.2 s on a 2-core machine; a
-#: compile: :data:`EXPECTED_SECONDS`).
+#: Seconds a first call may take before the compile notice is logged: above what a
+#: first call that loads from a warm cache takes on a 2-core machine, below a
+#: compile's :data:`EXPECTED_SECONDS` (docs/PERFORMANCE.md, "Startup and compile time").
 NOTICE_AFTER = 1.5
 
 
@@ -156,11 +156,21 @@ def run(kernel: Callable, key: tuple, *args: Any) -> Any:
     return _first_call(kernel, key, args)
 
 
-#: ``build(make, key, *args)``: ``make(*args)``, a kernel's C function
-#: (:func:`c_function`), its first build watched as :func:`run` watches a kernel's first
-#: call (the same function, under a name of its own: what patches ``run`` to see the
-#: kernel calls does not see these).
-build = run
+#: The C functions' addresses by key: the one place each is kept (the kernels' makers
+#: compile or load one anew each time they are called).
+_addresses: dict[tuple, Any] = {}
+
+
+def c_function_address(make: Callable, *key: Any) -> Any:
+    """The address of a kernel pass's C function, ``make(*key[1:])`` (a maker such as
+    :func:`~dmlnumba.cpu.slice_kernels.chunk_function`, which calls
+    :func:`c_function`), made on first use, its first build watched as :func:`run`
+    watches a kernel's first call (not through :func:`run`: what patches ``run`` to
+    see the kernel calls does not see these), then looked up once a call."""
+    f = _addresses.get(key)
+    if f is None:
+        f = _addresses[key] = _first_call(make, key + ("C",), key[1:])
+    return f
 
 
 def _warn_no_cache() -> None:
@@ -178,12 +188,10 @@ def _warn_no_cache() -> None:
         _warned_no_cache = True
 
 
-#: Seconds a first compile takes, cold, on the idle 2-core development VM (``python
-#: scripts/first_call.py``, 2026-11-26 20:54 UTC; docs/PERFORMANCE.md): most of a first
-#: call's time is its passes' C functions (keys ending in "C": slice1's chunk copy,
-#: nonzero's block write and count); a driver then compiles in well under a second.
-#: Whole first calls took 2.6-2.7 s (slice1), 0.9 s (a 1-d nonzero), 3.3-3.6 s (a
-#: small multi-dimensional one), 4.8 s (2**22 elements).
+#: Seconds a first compile takes, cold, on an idle 2-core machine, which the compile
+#: notice quotes: most of a first call's time is its passes' C functions (keys ending
+#: in "C": slice1's chunk copy, nonzero's block write and count); a driver compiles in
+#: well under a second (``python scripts/first_call.py``; docs/PERFORMANCE.md).
 EXPECTED_SECONDS = {"slice1": 3, "write": 3, "count": 1, "driver": 1}
 
 
@@ -230,38 +238,3 @@ def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
         timer.cancel()
     _warm.add(key)
     return result
-
-
-def compile_group(op, t, c):
-    """The calls that compile one group of CPU kernels (``python -m dmlnumba compile``
-    runs each group in a process of its own): ``op`` on ``t`` inputs (and
-    ``c`` coordinates), one thread and all threads, and each of nonzero's serial
-    drivers (the positions pass, the single-block write, the blocks).  Returns the
-    CPU seconds taken."""
-    import time
-
-    import numpy as np
-
-    import dmlnumba
-
-    from .. import config
-    from .target import ARGWHERE_BUFFER_MAX
-
-    log.setLevel(logging.ERROR)  # the command's bar says what is compiling
-    t0 = time.process_time()
-    big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
-    for n in (4, big):
-        x = np.ones(n, t)
-        if op == "slice1":
-            # Into out=: the kernel, also for windows that a new output would copy
-            # with NumPy.
-            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
-            continue
-        dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
-        dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
-        dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
-        if c == "uint64":
-            # argwhere past its worst-case buffer: passes of their own (serial below
-            # CPU_PARALLEL_MIN elements, parallel from it).
-            dmlnumba.argwhere(np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t))
-    return time.process_time() - t0

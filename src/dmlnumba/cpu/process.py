@@ -83,6 +83,18 @@ def import_whole(name: str) -> Any:
                 raise
 
 
+_kernels: Any = None
+
+
+def kernels() -> Any:
+    """The CPU kernels' module (:mod:`dmlnumba.cpu.kernels`), imported whole on first
+    use (so that ``import dmlnumba`` stays light) and kept."""
+    global _kernels
+    if _kernels is None:
+        _kernels = import_whole("dmlnumba.cpu.kernels")
+    return _kernels
+
+
 def _compiler_lock() -> Any:
     """numba's compiler lock, where numba has been imported."""
     module = sys.modules.get("numba.core.compiler_lock")

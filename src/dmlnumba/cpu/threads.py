@@ -1,12 +1,17 @@
 """The CPU kernels' threads: whether a call may run on numba's thread pool (not in a
-dask task, not in a forked child of an OpenMP parent), and parallel regions from
-several application threads under a threading layer that cannot take them
-(workqueue: one at a time, the others on their own threads)."""
+dask task, not in a forked child of an OpenMP parent, not on a busy machine where
+the load check is on), parallel regions from several application threads under a
+threading layer that cannot take them (workqueue: one at a time, the others on
+their own threads), and which nonzero driver takes a call."""
 
 import contextlib
 import os
 import threading
+import time
+from typing import Any
 
+from .. import config
+from ..params import NONZERO_CPU
 from . import compiling
 
 _fork_child = False
@@ -80,3 +85,101 @@ def run_parallel(parallel, serial, key, *args):
     finally:
         _pool.release()
     return result
+
+
+#: ``/proc/loadavg``, kept open (:func:`cores_free`); None until first asked, False
+#: where it cannot be read (not Linux).
+_loadavg: Any = None
+#: ``time.monotonic()`` at the end of the last parallel slice1 call.
+_parallel_end = -1.0
+#: Seconds after a parallel region in which numba's pool threads may still be
+#: running: GNU OpenMP's threads spin a while at its barrier before they sleep.
+POOL_SPIN_S = 0.02
+#: Seconds that calls stay on one thread after other runnable threads were seen.
+BUSY_HOLD_S = 1.0
+_busy_until = -1.0
+#: The machine's cores, asked once (``os.cpu_count()`` is not free).
+_CORES = os.cpu_count() or 1
+
+
+def cores_free():
+    """Whether the machine has a core for each of numba's threads: the runnable
+    threads (Linux's count, ``/proc/loadavg``) other than the caller and, just
+    after a parallel call, numba's pool threads still spinning, leave a core to
+    each of them; and none were seen in the last ``BUSY_HOLD_S`` (the other
+    processes of a busy machine sleep now and then: a count taken at such a moment
+    would send a call to the threads).  A parallel region waits for its slowest
+    thread, and on a busy machine one of them waits for a core: parallel calls
+    then take several times their serial time (docs/PERFORMANCE.md,
+    ``CPU_SLICE_LOAD_CHECK``).  True where the count cannot be read.  Asked only
+    before a call large enough for the threads."""
+    global _loadavg, _busy_until
+    now = time.monotonic()
+    if now < _busy_until:
+        return False
+    if _loadavg is None:
+        try:
+            _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
+        except OSError:
+            _loadavg = False
+    if _loadavg is False:
+        return True
+    try:
+        running = int(os.pread(_loadavg, 128, 0).split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return True
+    import numba
+
+    threads = numba.get_num_threads()
+    own = threads if now - _parallel_end < POOL_SPIN_S else 1
+    if running - own <= _CORES - threads:
+        return True
+    _busy_until = now + BUSY_HOLD_S
+    return False
+
+
+def slice_parallel(size, nchunks):
+    """Whether a slice1 copy of ``size`` elements in ``nchunks`` chunks runs on
+    numba's threads: where it is large enough to gain from them and the machine has
+    a core free for each (where ``CPU_SLICE_LOAD_CHECK`` asks)."""
+    return (
+        nchunks > 1
+        and size >= config.CPU_PARALLEL_MIN
+        and threads_ok()
+        and (not config.CPU_SLICE_LOAD_CHECK or cores_free())
+    )
+
+
+def run_slice_parallel(*args):
+    """:func:`run_parallel` for a slice1 copy, noting when it ended (for
+    :func:`cores_free`: numba's pool threads spin a while after it)."""
+    global _parallel_end
+    result = run_parallel(*args)
+    _parallel_end = time.monotonic()
+    return result
+
+
+def nonzero_driver(fields):
+    """Which serial nonzero driver takes a call of these fields (those of a
+    :data:`~dmlnumba.params.NONZERO_CPU` block): the positions pass (one packed
+    column from ``out[0]`` of a C-contiguous input), the single-block write (no
+    count pass) or the blocks driver (count, scan, write).  A driver compiles on its
+    first call: a call compiles only its own."""
+    n = fields["n"]
+    if n > config.CPU_NONZERO_BLOCK or fields["limit"] < n:
+        return "blocks"
+    if (
+        fields["contiguous"]
+        and fields["first"] == 0
+        and fields["width"] == 1
+        and fields["rs"] == 1
+        and fields["out_base"] == 0
+    ):
+        return "positions"
+    return "single"
+
+
+def nonzero_on_threads(p):
+    """Whether the nonzero of parameter block ``p`` is large enough for numba's
+    threads (more than one block, at least ``CPU_PARALLEL_MIN`` elements)."""
+    return p[NONZERO_CPU.nblocks] > 1 and p[NONZERO_CPU.n] >= config.CPU_PARALLEL_MIN

@@ -1,0 +1,267 @@
+"""The CPU nonzero_coordinates: parameter blocks for the nonzero kernels, the choice
+of driver (serial or on numba's threads), the full call, the runner that repeats a
+validated call, argwhere, and the dask stripes (a block of a larger array)."""
+
+import numpy as np
+
+from .. import config
+from ..dtypes import nonzero_mask
+from ..layout import uint_of_size
+from ..params import NONZERO_CPU, pack
+from . import compiling, process
+from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
+from .views import flat_view, reader
+
+#: argwhere of at most this many elements writes its rows into a worst-case buffer
+#: (at most 4 MiB: this many rows of 8 columns) and keeps the rows used: one kernel
+#: call.  A larger input is counted first, then its rows are written into the
+#: compact result, so that it needs no more memory than numpy.argwhere.
+ARGWHERE_BUFFER_MAX = 1 << 16
+
+_masks: dict[np.dtype, int] = {}
+
+
+def _mask(dtype):
+    """:func:`nonzero_mask` of ``dtype`` as an int64 (two's complement for 64 bits),
+    for a parameter block: the kernel reads it as its unsigned element type."""
+    m = _masks.get(dtype)
+    if m is None:
+        m = _masks[dtype] = int(np.uint64(nonzero_mask(dtype)).view(np.int64))
+    return m
+
+
+def _params(block, dtype, **fields):
+    """The :data:`~dmlnumba.params.NONZERO_CPU` block for these fields (all but
+    ``block``, ``nblocks``, ``ndim`` and ``mask``), block size and input dtype."""
+    fields["block"] = block
+    fields["nblocks"] = max(1, -(-fields["n"] // block))
+    fields["ndim"] = len(fields["shape"])
+    fields["mask"] = _mask(dtype)
+    return pack(NONZERO_CPU, **fields)
+
+
+def _fresh_rows_block(x, sbase, sstr, width, limit):
+    """The block of a nonzero of all of ``x`` (its flat view's ``sbase`` and ``sstr``)
+    into new C-contiguous rows of ``width`` columns, at most ``limit`` of them, and a
+    new count."""
+    return _params(
+        config.CPU_NONZERO_BLOCK,
+        x.dtype,
+        shape=x.shape,
+        strides=sstr,
+        src_base=sbase,
+        first=0,
+        n=x.size,
+        out_base=0,
+        rs=width,
+        cs=1,
+        width=width,
+        count_pos=0,
+        contiguous=bool(x.flags.c_contiguous),
+        limit=limit,
+    )
+
+
+def _launch(src, dtype, out, count, **fields):
+    """Run the nonzero kernel on ``src``, the flat view of an input of ``dtype``,
+    with these :data:`~dmlnumba.params.NONZERO_CPU` fields (all but the block
+    size and count, the mask and ``ndim``)."""
+    p = _params(config.CPU_NONZERO_BLOCK, dtype, **fields)
+    _launch_block(p, src, out, count, nonzero_driver(fields))
+
+
+def _launch_block(p, src, out, count, driver):
+    """Run the nonzero of parameter block ``p``; ``driver``:
+    :func:`~dmlnumba.cpu.threads.nonzero_driver`'s choice, for a call that runs on
+    this thread."""
+    bits = (8 * src.itemsize, 8 * out.itemsize)
+    if nonzero_on_threads(p) and threads_ok():
+        k = process.kernels()
+        fc = compiling.c_function_address(k.count_function, "count", bits[0])
+        fw = compiling.c_function_address(k.write_function, "write", *bits)
+        key = ("nonzero",) + bits
+        run_parallel(k.nonzero_parallel, k.nonzero, key, fc, fw, src, p, out, count)
+    else:
+        kernel, key, passes = _serial(driver, bits)
+        compiling.run(kernel, key, *passes, src, p, out, count)
+
+
+def _serial(driver, bits):
+    """The serial nonzero driver ``driver`` (:func:`~dmlnumba.cpu.threads.nonzero_driver`'s
+    choice) for inputs and coordinates of ``bits``: ``(kernel, key, passes)``,
+    ``passes`` the addresses of the C functions it takes before the arrays (each
+    compiled on first use)."""
+    k = process.kernels()
+    key = ("nonzero",) + bits
+    if driver == "positions":
+        return k.nonzero_positions, key + (driver,), ()
+    fw = compiling.c_function_address(k.write_function, "write", *bits)
+    if driver == "single":
+        return k.nonzero_single, key + (driver,), (fw,)
+    count = compiling.c_function_address(k.count_function, "count", bits[0])
+    return k.nonzero, key, (count, fw)
+
+
+def nonzero_runner(x, width, dtype, rows, lib=None):
+    """Like :func:`~dmlnumba.cpu.slice.slice1_runner`, for nonzero_coordinates into new
+    outputs of ``dtype`` with ``rows`` rows: the function returns ``(count,
+    coordinates)``."""
+    n = x.size
+    u = np.dtype(uint_of_size(dtype.itemsize))
+    shape = (rows, width)
+    if n == 0:
+        return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
+    _, sbase, sstr = flat_view(x)
+    view = u != dtype
+    read = reader(x)
+
+    p = _fresh_rows_block(x, sbase, sstr, width, rows)
+    fields = {"n": n, "limit": rows, "contiguous": x.flags.c_contiguous, "first": 0}
+    driver = nonzero_driver({**fields, "width": width, "rs": width, "out_base": 0})
+    serial = not nonzero_on_threads(p)
+    kernel = None
+    key: tuple = ()
+    passes: tuple = ()
+
+    def run(x):
+        nonlocal kernel, key, passes
+        cnt = np.empty(1, u)
+        crd = np.empty(shape, u)  # and its flat view: cheaper than the other way round
+        src = read(x)
+        if kernel is not None:  # small inputs: the serial kernel, its key worked out once
+            if passes:
+                compiling.run(kernel, key, *passes, src, p, crd.ravel(), cnt)
+            else:  # the positions pass: no C function (and no star call)
+                compiling.run(kernel, key, src, p, crd.ravel(), cnt)
+        else:
+            _launch_block(p, src, crd.ravel(), cnt, driver)
+            if serial:  # compiled (or loaded) by the call just made
+                kernel, key, passes = _serial(driver, (8 * src.itemsize, 8 * crd.itemsize))
+        if view:
+            return cnt.view(dtype), crd.view(dtype)
+        return cnt, crd
+
+    return run
+
+
+def argwhere_runner(x):
+    """A function that gives ``numpy.argwhere`` of any input laid out like ``x`` (the
+    compact int64 rows), as :func:`~dmlnumba.cpu.slice.slice1_runner` does for slice1."""
+    if x.size > min(ARGWHERE_BUFFER_MAX, config.CPU_NONZERO_BLOCK):
+        return lambda x: argwhere(x)
+    run = nonzero_runner(x, x.ndim, np.dtype(np.int64), x.size)
+
+    def small(x):
+        count, coords = run(x)
+        n = int(count[0])
+        rows = coords[:n]
+        return rows.copy() if 2 * n < coords.shape[0] else rows  # give unused rows back
+
+    return small
+
+
+def argwhere(x):
+    """``numpy.argwhere`` of ``x``: its non-zero elements counted block by block, then
+    their rows written into the result, of exactly that many rows (the rows a
+    worst-case buffer would take are never allocated).  The same passes as
+    :func:`nonzero`'s, in two kernel calls."""
+    n = x.size
+    w = x.ndim
+    if n == 0:
+        return np.empty((0, w), np.int64)
+    src, sbase, sstr = flat_view(x)
+    p = _fresh_rows_block(x, sbase, sstr, w, n)
+    k = process.kernels()
+    bits = (8 * src.itemsize,)
+    rows = np.empty(p[NONZERO_CPU.nblocks] + 1, np.int64)
+    parallel = nonzero_on_threads(p) and threads_ok()
+    fc = compiling.c_function_address(k.count_function, "count", *bits)
+    if parallel:
+        run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, fc, src, p, rows)
+    else:
+        compiling.run(k.count_blocks, ("count",) + bits, fc, src, p, rows)
+    count = int(rows[-1])
+    coords = np.empty((count, w), np.int64)
+    if count:
+        out = coords.reshape(-1).view(np.uint64)
+        key = ("write", bits[0], 64)
+        fw = compiling.c_function_address(k.write_function, *key)
+        if parallel:
+            run_parallel(k.write_blocks_parallel, k.write_blocks, key, fw, src, p, out, rows)
+        else:
+            compiling.run(k.write_blocks, key, fw, src, p, out, rows)
+    return coords
+
+
+def nonzero_run(x, shape, origin, width, dtype):
+    """nonzero_coordinates of ``x``, a block of a larger array of ``shape`` at ``origin``
+    (its first element's coordinates) that is one contiguous run of that array's
+    row-major order (a dask stripe): ``(count, coordinates)`` with coordinates in the
+    larger array, written directly by the kernel (no second pass to shift them)."""
+    n = x.size
+    u = uint_of_size(dtype.itemsize)
+    cnt = np.zeros(1, u)
+    crd = np.empty((n, width), u)
+    if n:
+        src, sbase, sstr = flat_view(x)
+        # Strides in the larger array's terms: axes where the block is one index get 0
+        # (their coordinate is fixed); element (c) of the larger array is then read at
+        # src[sbase + sum((c - origin) * strides)], or src[sbase + e - first] in C order.
+        es = tuple(0 if x.shape[d] == 1 else sstr[d] for d in range(x.ndim))
+        first = 0
+        for d in range(len(shape)):
+            first = first * shape[d] + origin[d]
+        contiguous = bool(x.flags.c_contiguous)
+        base = sbase - first if contiguous else sbase - sum(o * s for o, s in zip(origin, es))
+        out, obase, rs, cs = (crd.reshape(-1), 0, width, 1) if width else (cnt, 0, 0, 0)
+        _launch(
+            src,
+            x.dtype,
+            out,
+            cnt,
+            shape=shape,
+            strides=es,
+            src_base=base,
+            first=first,
+            n=n,
+            out_base=obase,
+            rs=rs,
+            cs=cs,
+            width=width,
+            count_pos=0,
+            contiguous=contiguous,
+            limit=n if width else 0,
+        )
+    return int(cnt[0]), crd.view(dtype)
+
+
+def nonzero(x, width, count, coords, stream=None, limit=None, func=None):
+    """``limit``: the rows to write at most (default: every element's)."""
+    cnt, cbase, _ = flat_view(count)
+    if x.size == 0:
+        cnt[cbase] = 0
+        return
+    src, sbase, sstr = flat_view(x)
+    if width and coords.size and limit != 0:
+        out, obase, ostr = flat_view(coords)
+        rs, cs = ostr[-2], ostr[-1]
+    else:  # no coordinates to write: the count stands in for them
+        out, obase, rs, cs, limit = cnt, cbase, 0, 0, 0
+    _launch(
+        src,
+        x.dtype,
+        out,
+        cnt,
+        shape=x.shape,
+        strides=sstr,
+        src_base=sbase,
+        first=0,
+        n=x.size,
+        out_base=obase,
+        rs=rs,
+        cs=cs,
+        width=width,
+        count_pos=cbase,
+        contiguous=bool(x.flags.c_contiguous),
+        limit=x.size if limit is None else limit,
+    )

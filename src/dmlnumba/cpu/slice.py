@@ -1,0 +1,131 @@
+"""The CPU slice1: the copy of a window by the slice kernel (on numba's threads
+where it is large), the full call (with its overlap rule), and the runners that
+repeat a validated call with the layout work done once."""
+
+import numpy as np
+
+from .. import config
+from ..layout import c_strides, slice_geometry, uint_of_size
+from . import compiling, process, threads
+from .views import flat_view, reader
+
+
+def _copy(src, src_base, dst, dst_base, geom, size):
+    """Run the slice kernel over ``size`` output elements: on numba's threads where
+    the copy is large enough to gain from them and the machine has a core free for
+    them (:func:`dmlnumba.cpu.threads.slice_parallel`)."""
+    k = process.kernels()
+    chunk = config.CPU_SLICE_CHUNK
+    nchunks = -(-size // chunk)
+    key = ("slice1", 8 * src.itemsize)
+    f = compiling.c_function_address(k.chunk_function, "slice1", 8 * src.itemsize)
+    if threads.slice_parallel(size, nchunks):
+        threads.run_slice_parallel(
+            k.slice_copy_parallel,
+            k.slice_copy,
+            key,
+            f,
+            src,
+            src_base,
+            dst,
+            dst_base,
+            geom,
+            chunk,
+            nchunks,
+        )
+    else:  # one chunk: a contiguous window is then one memcpy, as NumPy's copy is
+        compiling.run(k.slice_copy, key, f, src, src_base, dst, dst_base, geom, size, 1)
+
+
+def _numpy_slice(start, step, m):
+    """The basic slice that takes ``m`` elements from ``start`` in steps of ``step``."""
+    stop = start + step * (m - 1) + (1 if step > 0 else -1)
+    return slice(start, stop if stop >= 0 else None, step)
+
+
+def slice1_runner(x, starts, steps, out_shape, lib=None):
+    """A function that runs this validated slice1 call (into a new output) on any
+    input laid out like ``x`` (same dtype, shape and strides), with the layout
+    work done once.  :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``:
+    the input's library, as for :func:`dmlnumba.gpu.target.slice1_runner` (only
+    plain NumPy arrays reach this target's runners, so None)."""
+    dtype = x.dtype
+    u = uint_of_size(dtype.itemsize)
+    size = 1
+    for n in out_shape:
+        size *= n
+    if size == 0:
+        return lambda x: np.empty(out_shape, dtype)
+    idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out_shape))
+    _, sbase, sstr = flat_view(x)
+    geom, off = slice_geometry(out_shape, starts, steps, sstr, c_strides(tuple(out_shape)))
+    base = sbase + off
+    read = reader(x)
+
+    def run(x):
+        if size <= config.CPU_SLICE_NUMPY_MAX:
+            # A small window: NumPy's strided view and copy (a byte copy, so bit-exact)
+            # costs less than a kernel call's fixed overhead (docs/PERFORMANCE.md).
+            return x[idx].copy()
+        out = np.empty(out_shape, dtype)
+        _copy(read(x), base, out.ravel().view(u), 0, geom, size)
+        return out
+
+    return run
+
+
+def slice1_out_runner(x, starts, steps, out):
+    """Like :func:`slice1_runner`, for a validated call into the NumPy array ``out``:
+    a function of ``(x, out)`` for arrays laid out like these that copies the
+    window and returns True, or returns False (having written nothing) where the
+    two may share memory (:func:`overlaps`) and the kernel would copy (the full
+    path, :func:`slice1`, then copies through a buffer)."""
+    size = out.size
+    if size == 0:
+        return lambda x, out: True
+    _, sbase, sstr = flat_view(x)
+    _, dbase, dstr = flat_view(out)
+    geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
+    base = sbase + off
+    read = reader(x)
+    write = reader(out)
+    may_share = overlaps
+    idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out.shape))
+    copyto = np.copyto
+
+    def run(x, out):
+        if size <= config.CPU_SLICE_NUMPY_MAX:
+            # As for new outputs (slice1_runner).  A window that may overlap ``out`` is
+            # copied first: NumPy's copyto does not buffer every overlap (a 1-d
+            # same-direction one of other strides is copied element by element).
+            w = x[idx]
+            copyto(out, w.copy() if may_share(w, out) else w)
+            return True
+        if may_share(x, out):
+            return False
+        _copy(read(x), base, write(out), dbase, geom, size)
+        return True
+
+    return run
+
+
+def overlaps(a, b):
+    """Whether ``a`` and ``b`` may share memory (bounds only: a yes costs a copy).  The
+    one test of an output against the input: every path that writes a caller's
+    output directly asks it first."""
+    return np.may_share_memory(a, b)
+
+
+def slice1(x, starts, steps, out, stream=None, fresh=False):
+    """``fresh``: ``out`` was just allocated, so it cannot overlap the input.  An
+    ``out`` that may overlap the input (:func:`overlaps`) is written through a new
+    buffer, so that the call reads the whole window before it writes."""
+    if not fresh and overlaps(x, out):
+        tmp = np.empty(out.shape, out.dtype)
+        slice1(x, starts, steps, tmp)
+        out[...] = tmp
+        return
+    src, sbase, sstr = flat_view(x)
+    dst, dbase, dstr = flat_view(out)
+    geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
+    _copy(src, sbase + off, dst, dbase, geom, out.size)

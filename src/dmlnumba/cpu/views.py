@@ -1,0 +1,96 @@
+"""The CPU kernels' views of arrays: a flat unsigned view spanning an array's
+elements, with the index of element 0 in it and element strides (see
+:mod:`dmlnumba.layout`), and readers that make such views of repeated inputs the
+quick way."""
+
+import numpy as np
+
+from ..layout import c_strides, extent, uint_of_size
+
+
+def flat_view(a):
+    """``(view, base, strides)``: a flat unsigned view spanning all elements of the
+    non-empty array ``a``, the index of element 0 in it, and element strides.  The
+    view of a read-only array (a broadcast, a read-only memory map) is flagged
+    writeable (:func:`as_writeable`), so that it takes the kernels compiled for
+    writeable arrays instead of compiling its own; the kernels never write their
+    input."""
+    u = uint_of_size(a.itemsize)
+    if a.flags.c_contiguous:
+        v = a.reshape(-1)
+        es = c_strides(a.shape)
+        base = 0
+    else:
+        low, span, base, es = extent(a.shape, a.strides, a.itemsize)
+        flip = _flip(a.strides)
+        if flip is not None:
+            a = a[flip]
+        v = memory_order(a) if span == a.size else None
+        if v is None:
+            v = np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(a.itemsize,))
+    if v.dtype != u:
+        v = v.view(u)
+    if not v.flags.writeable:
+        v = as_writeable(v)
+    return v, base, es
+
+
+class _Memory:
+    """The NumPy array interface of a view (its memory, flagged writeable), and the
+    view itself, kept alive as long as the array made from this."""
+
+    __slots__ = ("__array_interface__", "view")
+
+    def __init__(self, view):
+        ai = dict(view.__array_interface__)
+        ai["data"] = (ai["data"][0], False)  # (address, read-only?)
+        self.__array_interface__ = ai
+        self.view = view
+
+
+def as_writeable(v):
+    """The memory of the read-only view ``v`` as an array flagged writeable, without a
+    copy.  For kernel inputs only, which the kernels read and never write: numba
+    types a read-only array apart from a writeable one, and would compile every
+    kernel a second time for it (docs/PERFORMANCE.md)."""
+    return np.asarray(_Memory(v))
+
+
+def _flip(strides):
+    """The index that reverses every dimension of negative stride; None where none is."""
+    if all(s >= 0 for s in strides):
+        return None
+    return tuple(slice(None, None, -1) if s < 0 else slice(None) for s in strides)
+
+
+def memory_order(a):
+    """``a`` (no negative strides, its elements dense in memory: a permutation of a
+    contiguous block, such as a transpose) as a 1-d view in memory order, which is
+    :func:`flat_view`'s view; None where NumPy would copy.  NumPy's ``ravel("K")``
+    makes it several times faster than ``as_strided`` (docs/PERFORMANCE.md)."""
+    v = a.ravel("K")
+    return None if v.base is None else v
+
+
+def reader(x):
+    """A function that gives the flat view (:func:`flat_view`) of an input laid out
+    like ``x``: for C order and for dense layouts (transposes, reversals), the quick
+    way.  Where ``x`` is read-only the view is flagged writeable
+    (:func:`as_writeable`); a writeable ``x`` gives a function that does not look at
+    the flag (it is on the path of every repeated call), so a read-only input of a
+    layout first seen writeable, in a repeated call, compiles kernels of its own
+    once."""
+    if not x.flags.writeable:
+        return lambda x: flat_view(x)[0]
+    u = np.dtype(uint_of_size(x.itemsize))
+    if x.flags.c_contiguous and x.ndim == 1:
+        return lambda x: x.view(u)  # no ravel: a measurable share of a small call
+    if x.flags.c_contiguous:
+        return lambda x: x.ravel().view(u)
+    flip = _flip(x.strides)
+    y = x if flip is None else x[flip]
+    if extent(x.shape, x.strides, x.itemsize)[1] == x.size and memory_order(y) is not None:
+        if flip is None:
+            return lambda x: x.ravel("K").view(u)
+        return lambda x: x[flip].ravel("K").view(u)
+    return lambda x: flat_view(x)[0]
