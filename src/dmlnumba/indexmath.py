@@ -63,8 +63,8 @@ def next_row(coords, shape, ndim):
     coordinates are then all 0).
 
     One exit, after the loop: numba cannot drop the reference counting of array
-    arguments around an inlined call that returns from inside a loop, which cost
-    about 40 ns a call (docs/PERFORMANCE.md).
+    arguments around an inlined call that returns from inside a loop, and would pay
+    for it on every call.
     """
     coords[ndim - 1] = 0
     d = ndim - 2

@@ -5,7 +5,7 @@ on its first call, once per bit width, and is cached on disk (``cache=True``).
 Arrays arrive as flat unsigned-integer views (see :mod:`dmlnumba.layout`), so
 one specialization serves every rank, layout and dtype of a bit width (read-only
 inputs, such as broadcasts, too: their views are flagged writeable, see
-:func:`dmlnumba.cpu.target.flat`).  The drivers release the GIL (``nogil=True``),
+:func:`dmlnumba.cpu.views.flat_view`).  The drivers release the GIL (``nogil=True``),
 so that calls from several threads (a dask scheduler's, an application's) run at
 the same time.
 
@@ -28,6 +28,7 @@ Their building blocks: :mod:`.indexmath` (the shared index math, compiled here)
 and :mod:`.llvm` (prefetch, bit-count and call intrinsics).
 """
 
+from .nonzero_count import count_function
 from .nonzero_kernels import (
     count_blocks,
     count_blocks_parallel,
@@ -38,7 +39,7 @@ from .nonzero_kernels import (
     write_blocks,
     write_blocks_parallel,
 )
-from .nonzero_write import count_function, write_function
+from .nonzero_write import write_function
 from .slice_kernels import chunk_function, slice_copy, slice_copy_parallel
 
 __all__ = [

@@ -1,9 +1,14 @@
-"""The CPU nonzero count pass and compaction: non-zeros of a row or a range of
-elements counted, and their positions gathered into a buffer."""
+"""The CPU nonzero count pass, a C function of each bit width (a block's non-zeros
+counted), and the row helpers it shares with the write pass: non-zeros of a row or
+a range of elements counted, and their positions gathered into a buffer."""
 
 import numpy as np
+from numba import carray, types
 
-from .indexmath import _inline, is_nonzero, next_row, offset, unravel
+from ..params import NONZERO_CPU as P
+from .compiling import c_function
+from .indexmath import _inline, block_bounds, is_nonzero, next_row, offset, unravel
+from .llvm import item_pointer
 
 #: Elements compacted at a time by the write pass (the size of its index buffer).
 COMPACT = 1024
@@ -40,8 +45,8 @@ def _count_row(src, p, st, n, mask):
     Each loop sits in a helper of its own, and no helper makes a view (a slice):
     an inlined helper that branches between loops, or slices, keeps an atomic
     incref and decref of its array arguments around every call (numba's reference
-    counting is pruned only in simpler shapes), which cost 40-60 ns a call, once per
-    row of a non-contiguous input (docs/PERFORMANCE.md)."""
+    counting is pruned only in simpler shapes), a cost paid once per row of a
+    non-contiguous input."""
     if st == 1:
         return _count_contiguous(src, p, n, mask)
     return _count_strided(src, p, st, n, mask)
@@ -55,7 +60,7 @@ def _compact_from(src, up, k0, n, mask, out, c):
     (a zero's is overwritten by the next non-zero's), so ``out`` needs room for
     ``n`` from ``c``, and one more where the last element is zero.  ``out`` is
     indexed unsigned: a signed ``c`` of unknown sign costs each store numba's
-    negative-index fix-up (about 10% of the loop)."""
+    negative-index fix-up."""
     for k in range(k0, k0 + n):
         out[np.uint64(c)] = k
         c += is_nonzero(src[up + np.uint64(k)], mask)
@@ -86,8 +91,8 @@ def _compact_strided(src, p, st, n, mask, buf):
 def _compact_row(src, p, st, n, mask, buf):
     """The positions of the non-zero elements among ``src[p], src[p + st], ...``
     (``n`` of them) into ``buf``; return how many (see :func:`_count_row`).  The
-    contiguous loop is about 10% faster at 1% density than the strided one with
-    ``st == 1``."""
+    contiguous loop has a helper of its own: faster on sparse rows than the strided
+    one with ``st == 1``."""
     if st == 1:
         return _compact_contiguous(src, p, n, mask, buf)
     return _compact_strided(src, p, st, n, mask, buf)
@@ -109,3 +114,36 @@ def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
         remaining -= n
         next_row(coords, shape, ndim)
     return c
+
+
+def _count_block(sp, sn, pp, pn, b):
+    """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
+    :data:`~dmlnumba.params.NONZERO_CPU` block of ``pn`` int64 at ``pp``) over the
+    ``sn`` items at ``sp``: elements ``first + [b*block, (b+1)*block)`` (clipped to
+    ``first + n``) of the row-major order of its shape.  A C function of each bit
+    width (:func:`count_function`)."""
+    src = carray(sp, sn)
+    p = carray(pp, pn)
+    mask = src.dtype.type(p[P.mask])
+    sb = p[P.src_base]
+    first = p[P.first]
+    lo, hi = block_bounds(b, p[P.block], p[P.n])
+    lo += first
+    hi += first
+    if p[P.contiguous] != 0:
+        return _count_row(src, sb + lo, 1, hi - lo, mask)
+    ndim = p[P.ndim]
+    shape = p[P.shape : P.shape + ndim]
+    strides = p[P.strides : P.strides + ndim]
+    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
+
+
+def count_function(bits):
+    """The address of :func:`_count_block` for ``bits``-bit inputs as a C function
+    (made, or loaded from numba's cache), which the drivers call; the target makes it
+    once (``cpu.compiling.c_function_address``).  As a jitted function its code was linked into
+    every driver's, and LLVM optimized and compiled it again for each
+    (docs/PERFORMANCE.md)."""
+    i = types.int64
+    sig = types.int64(item_pointer(bits), i, types.CPointer(i), i, i)
+    return c_function(sig, _count_block)

@@ -124,7 +124,7 @@ def _nonzero_driver(parallel):
         counts each block's non-zeros; the exclusive scan of the counts gives each
         block its first output row; pass 2 writes each block's rows, those below
         ``limit`` (the rows ``out`` holds).  ``fc`` and ``fw``: the addresses of the
-        passes' C functions (:func:`~.nonzero_write.count_function`,
+        passes' C functions (:func:`~.nonzero_count.count_function`,
         :func:`~.nonzero_write.write_function`).  The result is in ascending element
         order with no sort and no atomics; the count is the true count, also where
         it exceeds ``limit``.  (A single block whose rows all fit needs neither

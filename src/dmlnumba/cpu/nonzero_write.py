@@ -1,5 +1,6 @@
-"""The CPU nonzero write pass: coordinates of a block's non-zeros, from compacted
-positions (sparse runs) or from the elements directly (dense runs)."""
+"""The CPU nonzero write pass, a C function of its bit widths: coordinates of a
+block's non-zeros, from compacted positions (sparse runs) or from the elements
+directly (dense runs)."""
 
 import numpy as np
 from numba import carray, types
@@ -17,7 +18,7 @@ from .indexmath import (
     write_coordinates,
 )
 from .llvm import item_pointer
-from .nonzero_count import COMPACT, _compact_row, _count_range, _count_row
+from .nonzero_count import COMPACT, _compact_row, _count_row
 
 #: Compacted runs of at least ``DENSE_MIN`` elements, at least one in ``DENSE_OF`` of
 #: them non-zero, are written by :func:`_write_dense`; sparser or shorter runs (a
@@ -171,30 +172,8 @@ def _write_dense(src, p, st, mask, m, coords, shape, ndim, out, ob, rs, cs, row,
     return row
 
 
-def _count_block(sp, sn, pp, pn, b):
-    """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
-    :data:`~dmlnumba.params.NONZERO_CPU` block of ``pn`` int64 at ``pp``) over the
-    ``sn`` items at ``sp``: elements ``first + [b*block, (b+1)*block)`` (clipped to
-    ``first + n``) of the row-major order of its shape.  A C function of each bit
-    width (:func:`count_function`)."""
-    src = carray(sp, sn)
-    p = carray(pp, pn)
-    mask = src.dtype.type(p[P.mask])
-    sb = p[P.src_base]
-    first = p[P.first]
-    lo, hi = block_bounds(b, p[P.block], p[P.n])
-    lo += first
-    hi += first
-    if p[P.contiguous] != 0:
-        return _count_row(src, sb + lo, 1, hi - lo, mask)
-    ndim = p[P.ndim]
-    shape = p[P.shape : P.shape + ndim]
-    strides = p[P.strides : P.strides + ndim]
-    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
-
-
 def _write_block(sp, sn, pp, pn, b, op, on, row, row_end):
-    """Write block ``b``'s coordinates (see :func:`_count_block`) into rows ``[row,
+    """Write block ``b``'s coordinates (see :func:`~.nonzero_count._count_block`) into rows ``[row,
     row_end)`` of the ``on`` items at ``op``, in element order; return the row after
     the last one written.  A C function of each pair of bit widths
     (:func:`write_function`).
@@ -287,20 +266,9 @@ def _write_block(sp, sn, pp, pn, b, op, on, row, row_end):
     return row
 
 
-def count_function(bits):
-    """The address of :func:`_count_block` for ``bits``-bit inputs as a C function
-    (made, or loaded from numba's cache), which the drivers call; the target makes it
-    once (``cpu.target._c_function``).  As a jitted function its code was linked into
-    every driver's, and LLVM optimized and compiled it again for each
-    (docs/PERFORMANCE.md)."""
-    i = types.int64
-    sig = types.int64(item_pointer(bits), i, types.CPointer(i), i, i)
-    return c_function(sig, _count_block)
-
-
 def write_function(bits, out_bits):
     """The address of :func:`_write_block` for ``bits``-bit inputs and ``out_bits``-bit
-    coordinates as a C function (see :func:`count_function`)."""
+    coordinates as a C function (see :func:`~.nonzero_count.count_function`)."""
     i = types.int64
     src, out = item_pointer(bits), item_pointer(out_bits)
     return c_function(types.int64(src, i, types.CPointer(i), i, i, out, i, i, i), _write_block)

@@ -321,7 +321,7 @@ def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
 def chunk_function(bits):
     """The address of :func:`_copy_chunk` for ``bits``-bit items as a C function (made,
     or loaded from numba's cache), which the drivers call; the target makes it once
-    (``cpu.target._c_function``).  Called directly, as a jitted function, its code was
+    (``cpu.compiling.c_function_address``).  Called directly, as a jitted function, its code was
     linked into each driver's, and LLVM optimized and compiled it again for each (the
     parallel driver's parfor twice), which doubled a first parallel call's compile
     (docs/PERFORMANCE.md)."""
