@@ -9,7 +9,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .compiling import c_function, jit
-from .indexmath import block_bounds, next_row, offset, unravel
+from .indexmath import _inline, block_bounds, next_row, offset, unravel
 from .llvm import call_void, data_pointer, item_pointer
 from .llvm import prefetch as _prefetch
 
@@ -98,6 +98,148 @@ def _prefetch_row(src, p, st, n, line):
             _prefetch(src, lo + span)
 
 
+@_inline
+def _block(c, r, coords, ndim, row, nr, npl, plane, remaining, pf):
+    """The next block from the odometer's column ``c`` and row ``r``: ``(n, nrows,
+    nplanes, on, planes)``, ``nplanes`` planes of ``nrows`` rows of ``n`` elements:
+    a partial row, whole rows up to the end of their plane, or (``planes``) whole
+    planes up to the end of the third-to-last dimension; ``on``: prefetch rows
+    (``pf``, never for a partial row)."""
+    if c > 0 or remaining < row:  # a partial row
+        return min(row - c, remaining), 1, 1, False, False
+    if ndim > 2 and r == 0 and remaining >= plane:  # whole planes
+        return row, nr, min(npl - coords[ndim - 3], remaining // plane), pf, True
+    return row, min(nr - r, remaining // row), 1, pf, False  # whole rows
+
+
+@_inline
+def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line):
+    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` for
+    ``ss`` 1 or -1 (contiguous or reversed rows into contiguous rows); ``on``:
+    prefetch the row ``PREFETCH_ROWS`` ahead in the plane (:func:`_prefetch_row`, a
+    call: inlined into each loop nest it multiplied the compile time).
+
+    One loop nest per kind of row, the kind decided once a block, so that short
+    rows cost a few instructions each.  Positions are never negative and are
+    unsigned, which tells numba so (no negative-index handling in the loops): LLVM
+    vectorizes the plain and the reversed copy.  Long contiguous rows go to
+    ``memcpy``."""
+    u = np.uint64
+    if ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                _memcpy(dst, b, src, a, n)
+                a += rs
+                b += rd
+    elif ss == 1:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + k)]
+                a += rs
+                b += rd
+    else:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a - k)]
+                a += rs
+                b += rd
+
+
+@_inline
+def _copy_strided_rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles):
+    """The block ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]`` for
+    the other strides (see :func:`_copy_unit_rows`): the runtime-stride gather runs
+    scalar, which beats a vector gather for items of 2 bytes and more; items of 1
+    byte gather by constant strides 2, 3 and 4 (vectorized, faster than the scalar
+    loop), loops that fold away in the other widths' kernels; ``tiles``: rows whose
+    every element lies on a cache line of its own, with the next rows' elements on
+    the same lines (a transposed input), are copied ``TILE`` rows at a time, column
+    by column, so that each line read serves them all before it leaves the cache."""
+    u = np.uint64
+    w: int = _item_bytes(src)
+    if w == 1 and ds == 1 and ss == 2:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 2 * k)]
+                a += rs
+                b += rd
+    elif w == 1 and ds == 1 and ss == 3:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 3 * k)]
+                a += rs
+                b += rd
+    elif w == 1 and ds == 1 and ss == 4:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 4 * k)]
+                a += rs
+                b += rd
+    elif ds == 1 and tiles:
+        for q in range(nplanes):
+            a0 = s + q * ps
+            b0 = d + q * pd
+            for i0 in range(0, nrows, TILE):
+                m = min(TILE, nrows - i0)
+                a = a0 + i0 * rs
+                b = b0 + i0 * rd
+                for k in range(n):
+                    for i in range(m):
+                        dst[u(b + i * rd + k)] = src[u(a + i * rs)]
+                    a += ss
+    elif ds == 1:  # other strides (steps, broadcast sources) into contiguous rows
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + k * ss)]
+                a += rs
+                b += rd
+    else:  # outputs with gaps or reversed rows (out= arrays)
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k * ds)] = src[u(a + k * ss)]
+                a += rs
+                b += rd
+
+
 def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
     """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
     copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
@@ -105,11 +247,9 @@ def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
     function of each bit width (:func:`chunk_function`), which both drivers below
     call through its address.
 
-    Blocks of the largest shape that fits what is left: a partial row, whole
-    rows up to the end of their plane (the last two dimensions), or whole planes
-    up to the end of the third-to-last dimension; each block is one loop nest
-    (below).  The odometer (and a full offset computation) runs only
-    where a block ends a run.
+    Blocks of the largest shape that fits what is left (:func:`_block`), each one
+    loop nest (:func:`_copy_unit_rows`, :func:`_copy_strided_rows`).  The odometer
+    (and a full offset computation) runs only where a block ends a run.
     """
     src = carray(sp, sn)
     dst = carray(dp, dn)
@@ -154,143 +294,15 @@ def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
     while remaining > 0:
         c = coords[last]
         r = coords[last - 1] if ndim > 1 else 0
-        planes = False
-        if c > 0 or remaining < row:  # a partial row
-            n = min(row - c, remaining)
-            nrows = 1
-            nplanes = 1
-            on = False
-        elif ndim > 2 and r == 0 and remaining >= plane:  # whole planes
-            n = row
-            nrows = nr
-            nplanes = min(npl - coords[last - 2], remaining // plane)
-            on = pf
-            planes = True
-        else:  # whole rows, up to the end of their plane
-            n = row
-            nrows = min(nr - r, remaining // row)
-            nplanes = 1
-            on = pf
-        # The block: nplanes planes of nrows rows of n elements,
-        # dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]; ``on``:
-        # prefetch the row PREFETCH_ROWS ahead in the plane (_prefetch_row, a
-        # call: inlined into each loop nest it multiplied the compile time).
-        # One loop nest per kind of row, the kind decided once a block, so that
-        # short rows cost a few instructions each.  Positions are never negative
-        # and are unsigned, which tells numba so (no negative-index handling in
-        # the loops): LLVM vectorizes the plain and the reversed copy, and the
-        # runtime-stride gather runs scalar, which on this CPU beats a vector
-        # gather for items of 2 bytes and more.  Long contiguous rows go to
-        # memcpy.  Items of 1 byte gather by constant strides 2, 3 and 4
-        # (vectorized, faster than the scalar loop); those loops fold away in the
-        # other widths' kernels.  (Written here, not inlined from a function of its
-        # own: numba's inlining copies the code, which lengthens every compile.)
-        u = np.uint64
-        if ds == 1 and ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    _memcpy(dst, b, src, a, n)
-                    a += rs
-                    b += rd
-        elif ds == 1 and ss == 1:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + k)]
-                    a += rs
-                    b += rd
-        elif ds == 1 and ss == -1:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a - k)]
-                    a += rs
-                    b += rd
-        elif _item_bytes(src) == 1 and ds == 1 and ss == 2:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + 2 * k)]
-                    a += rs
-                    b += rd
-        elif _item_bytes(src) == 1 and ds == 1 and ss == 3:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + 3 * k)]
-                    a += rs
-                    b += rd
-        elif _item_bytes(src) == 1 and ds == 1 and ss == 4:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + 4 * k)]
-                    a += rs
-                    b += rd
-        elif ds == 1 and tiles:
-            # Rows whose every element lies on a cache line of its own, with the
-            # next rows' elements on the same lines (a transposed input): TILE
-            # rows at a time, column by column, so that each line read serves
-            # them all before it leaves the cache.
-            for q in range(nplanes):
-                a0 = s + q * ps
-                b0 = d + q * pd
-                for i0 in range(0, nrows, TILE):
-                    m = min(TILE, nrows - i0)
-                    a = a0 + i0 * rs
-                    b = b0 + i0 * rd
-                    for k in range(n):
-                        for i in range(m):
-                            dst[u(b + i * rd + k)] = src[u(a + i * rs)]
-                        a += ss
-        elif ds == 1:
-            # Other strides (steps, broadcast sources) into contiguous rows.
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + k * ss)]
-                    a += rs
-                    b += rd
+        n, nrows, nplanes, on, planes = _block(
+            c, r, coords, ndim, row, nr, npl, plane, remaining, pf
+        )
+        if ds == 1 and (ss == 1 or ss == -1):
+            _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
         else:
-            # Outputs with gaps or reversed rows (out= arrays).
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k * ds)] = src[u(a + k * ss)]
-                    a += rs
-                    b += rd
+            _copy_strided_rows(
+                src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
+            )
         remaining -= n * nrows * nplanes
         if remaining <= 0:
             break
