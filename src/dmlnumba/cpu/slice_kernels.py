@@ -123,7 +123,8 @@ def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, l
     rows cost a few instructions each.  Positions are never negative and are
     unsigned, which tells numba so (no negative-index handling in the loops): LLVM
     vectorizes the plain and the reversed copy.  Long contiguous rows go to
-    ``memcpy``."""
+    ``memcpy``.  Each loop passes its row stride to the prefetch as a constant, as the
+    branch it sits in knows it."""
     u = np.uint64
     if ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
         for q in range(nplanes):
@@ -131,7 +132,7 @@ def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, l
             b = d + q * pd
             for i in range(nrows):
                 if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
                 _memcpy(dst, b, src, a, n)
                 a += rs
                 b += rd
@@ -141,7 +142,7 @@ def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, l
             b = d + q * pd
             for i in range(nrows):
                 if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
                 for k in range(n):
                     dst[u(b + k)] = src[u(a + k)]
                 a += rs
@@ -152,7 +153,7 @@ def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, l
             b = d + q * pd
             for i in range(nrows):
                 if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, -1, n, line)
                 for k in range(n):
                     dst[u(b + k)] = src[u(a - k)]
                 a += rs
