@@ -88,10 +88,12 @@ _kernels: Any = None
 
 def kernels() -> Any:
     """The CPU kernels' module (:mod:`dmlnumba.cpu.kernels`), imported whole on first
-    use (so that ``import dmlnumba`` stays light) and kept."""
+    use (so that ``import dmlnumba`` stays light) and kept.  Named from this package,
+    so that a copy of the package imported under another name (an older tree beside
+    this one, ``scripts/harness.py``) runs its own kernels."""
     global _kernels
     if _kernels is None:
-        _kernels = import_whole("dmlnumba.cpu.kernels")
+        _kernels = import_whole(__name__.rpartition(".")[0] + ".kernels")
     return _kernels
 
 
