@@ -18,9 +18,9 @@ from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, MAX_MASKS_TRANSPOSED, RING, STAGE_WORDS
+from .sim import SIM
 from .slice_kernel import LOADS, gather_loads
 from .views import Flat, host_view
-from .warp import SIM
 
 #: The status argument of a launch of one tile (which never reads it).
 _NO_STATUS = array_arg(0, 0, 8)

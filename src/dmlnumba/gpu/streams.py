@@ -14,7 +14,7 @@ from numba import cuda
 
 from ..caches import Bounded
 from ..validation import NONZERO_DTYPES
-from .warp import SIM
+from .sim import SIM
 
 torch_dtypes: dict = {}  # torch dtype -> NumPy dtype
 torch_of: dict = {}  # NumPy dtype -> torch dtype

@@ -32,6 +32,7 @@ from ..layout import c_strides, extent
 from ..validation import uint_of_size
 from .devices import device_of, on
 from .memory import numba_context, pool, pool_buffer, scratch
+from .sim import SIM
 from .streams import (
     core_stream,
     cupy_device,
@@ -43,9 +44,6 @@ from .streams import (
     torch_of,
     torch_stream,
 )
-from .warp import SIM
-
-#: numba's CUDA simulator: device arrays wrap host arrays and kernels run in Python.
 
 
 class DeviceView:
