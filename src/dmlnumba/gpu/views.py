@@ -138,7 +138,8 @@ def _read_cupy(a):
 
 def _read_torch(t):
     # What torch.Tensor.__cuda_array_interface__ says, without its Python property
-    # (tens of microseconds).  A tensor that requires grad is read as its data (the
+    # (which builds the whole interface dict on every read: host time that small
+    # calls notice).  A tensor that requires grad is read as its data (the
     # results never require grad, as torch.nonzero's).  Anything unusual goes through
     # that property, so that PyTorch's own errors (a sparse tensor) come out.
     if not torch_dtypes:
