@@ -49,7 +49,6 @@ def cpu_cases(quick=False):
             rows,
             f"nonzero {'x'.join(map(str, shape))} f32 {d:.0%}",
             med,
-            None,
             x.nbytes + n * 3 * 4,
             bw,
         )
@@ -71,7 +70,6 @@ def cpu_cases(quick=False):
         rows,
         f"slice1 x[:, ::-1, 3:250:2, 1::3] {'x'.join(map(str, shape))} f32",
         med,
-        None,
         2 * out.nbytes,
         bw,
     )
@@ -86,7 +84,7 @@ def cpu_cases(quick=False):
         },
         2000 if not quick else 50,
     )
-    record(rows, "slice1 1000 elements (call latency)", med, None)
+    record(rows, "slice1 1000 elements (call latency)", med)
     # Small nonzero calls: the (10, 10, 10) array above (50% non-zero), and 1-d inputs
     # at 1% and 50%.
     flat = rng.standard_normal(1000).astype(np.float32)
@@ -100,7 +98,7 @@ def cpu_cases(quick=False):
             },
             2000 if not quick else 50,
         )
-        record(rows, f"nonzero 1000 elements {label} (call latency)", med, None)
+        record(rows, f"nonzero 1000 elements {label} (call latency)", med)
     return {"copy_bandwidth_Bps": bw, "rows": rows}
 
 
@@ -186,7 +184,6 @@ def _gpu_nonzero_row(rows, n, shape, d, reps, sync, bw):
         rows,
         f"nonzero 2**{n.bit_length() - 1} ({dims}) f32 {d:.0%}, torch in",
         med,
-        None,
         xc.nbytes + nnz * len(shape) * 4,
         bw,
     )
@@ -225,7 +222,6 @@ def _gpu_slice_row(rows, shape, idx, label, reps, sync, bw):
         rows,
         f"slice1 {label} {'x'.join(map(str, shape))} f32, torch in",
         med,
-        None,
         2 * out.nbytes,
         bw,
     )
@@ -277,7 +273,6 @@ def _gpu_small_rows(rows, calls=1000):
             rows,
             f"{label} 1000 elements, {calls} calls back to back, torch in (per call)",
             med,
-            None,
         )
 
 
@@ -342,7 +337,6 @@ def dask_cases(quick=False, chunks="numpy"):
                 f"dask argwhere {'x'.join(map(str, shape))} f32 {where} chunks "
                 f"{block[0]}x.. {d:.0%}",
                 med,
-                theirs,
             )
             del x
         if not gpu:
@@ -362,6 +356,5 @@ def dask_cases(quick=False, chunks="numpy"):
                 rows,
                 f"dask slice1 x[::-1, 3:1000:2, 1::3] {'x'.join(map(str, shape))} f32",
                 med,
-                "dask slicing",
             )
     return rows

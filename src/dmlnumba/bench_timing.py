@@ -34,10 +34,12 @@ def interleaved(fns, reps, sync=None, warmup=2):
     return med
 
 
-def record(rows, case, med, ref, roof_bytes=None, bw=None):
-    """Record and print a case: every contender's median time in ms with its spread
-    (min-max over the repetitions) and its ratio to ``dmlnumba`` (the default call,
-    outputs allocated by the call)."""
+def record(rows, case, med, roof_bytes=None, bw=None):
+    """Record and print a case: every contender's median time (in us or ms) with its
+    spread (min-max over the repetitions) and its ratio to ``dmlnumba`` (the default
+    call, outputs allocated by the call); and where ``roof_bytes`` (the bytes the
+    operation must move) and ``bw`` (the copy bandwidth) are given, the share of the
+    copy bandwidth the default call reaches."""
     base = med["dmlnumba"]
     spread = getattr(med, "spread", {})
     r = {
