@@ -125,7 +125,7 @@ def cases(a):
             name = f"{x.shape} {layout or ''} {d:.0%}"
             yield name, lambda m: lambda: getattr(m, op)(x, **kw), np.argwhere(x)
     else:
-        from dmlnumba.bench import gpu_nonzero_case
+        from dmlnumba.bench_cases import gpu_nonzero_case
 
         densities = (0.5, 0.99) if a.cases == "focus" else (0.01, 0.5, 0.99)
         for n, shape in cuda_nonzero_shapes(a.cases):

@@ -19,7 +19,7 @@ if os.environ.get("LINEINFO"):  # source lines in the report (set NUMBA_CACHE_DI
     from dmlnumba.gpu import launch
 
     launch.cuda = types.SimpleNamespace(jit=functools.partial(cuda.jit, lineinfo=True))
-from dmlnumba.bench import gpu_nonzero_case
+from dmlnumba.bench_cases import gpu_nonzero_case
 
 k = int(os.environ.get("K", "28"))
 density = float(os.environ.get("DENSITY", "0.01"))

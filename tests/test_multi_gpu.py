@@ -89,10 +89,10 @@ def test_a_device_that_does_not_exist_is_refused():
 
 @needs_cuda
 def test_the_guard_is_a_shared_null_context_on_the_current_device():
-    from dmlnumba.gpu import devices
+    from dmlnumba.gpu import devices, target
 
     assert devices.on(devices.current_device()) is devices.on(devices.current_device())
-    assert devices.count() == N_DEVICES
+    assert target.device_count() == N_DEVICES
 
 
 @needs_cuda

@@ -422,6 +422,7 @@ def test_cuda_parameter_blocks_travel_by_value():
     parameters: nothing is uploaded for it, at any call (an upload at call time was
     a ``cuMemAlloc`` that a CUDA graph capture refuses, and a cached device copy an
     address that a replay would read after it was freed)."""
+    from dmlnumba.gpu import geometry as geo
     from dmlnumba.gpu import plans
     from dmlnumba.gpu import target as target_cuda
     from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
@@ -440,13 +441,13 @@ def test_cuda_parameter_blocks_travel_by_value():
         for spec in s.specs:
             if spec is not None and spec[1] == "gather":
                 kinds.add("gather")
-                _, params = plans._gather_grid(spec[3], spec[2], 4)
+                _, params = geo.gather_grid(spec[3], spec[2], 4)
                 assert len(params) == size(SLICE_GATHER_CUDA)
                 assert all(type(v) is int for v in params)
             elif spec is not None:
                 kinds.add("tiles")
                 for slots in (0, 3 * 132 * spec[2][1]):
-                    _, params = plans._slice_tiles(spec[3], spec[2][1], slots)
+                    _, params = geo.slice_tiles(spec[3], spec[2][1], slots)
                     assert len(params) == size(SLICE_CUDA)
                     assert all(type(v) is int for v in params)
     assert kinds == {"gather", "tiles"}
@@ -462,21 +463,21 @@ def test_cuda_slice_tiles_fill_whole_waves(shape, inner):
     spread evenly over whole waves (as many as the default tiling fills, at least one,
     full but for the rounding of rows to whole tiles) where that fills the waves'
     slots better than the default tiling; every row in exactly one tile."""
-    from dmlnumba.gpu import plans
+    from dmlnumba.gpu import geometry as geo
     from dmlnumba.params import SLICE_CUDA as P
 
     full = shape + (inner,)
     strides = tuple(int(np.prod(full[i + 1 :])) for i in range(len(full)))
-    _, _, (tx, ty), geometry = plans._slice_spec(32, full, strides, strides, 0, 0)
-    _, base = plans._slice_tiles(geometry, ty, 0)
+    _, _, (tx, ty), geometry = geo.slice_spec(32, full, strides, strides, 0, 0)
+    _, base = geo.slice_tiles(geometry, ty, 0)
     rows, nseg = base[P.rows], base[P.nseg]
     spread = 0
     for slots in (8 * 132 * ty, 3 * 132 * ty, 4 * 132 * ty, 64 * ty):
-        blocks, p = plans._slice_tiles(geometry, ty, slots)
+        blocks, p = geo.slice_tiles(geometry, ty, slots)
         nrows, ntiles = p[P.nrows], p[P.ntiles]
         assert -(-rows // nrows) * nseg == ntiles and blocks == -(-ntiles // ty)
-        fill = plans._wave_fill(ntiles, slots)
-        assert fill >= plans._wave_fill(base[P.ntiles], slots)
+        fill = geo.wave_fill(ntiles, slots)
+        assert fill >= geo.wave_fill(base[P.ntiles], slots)
         if ntiles != base[P.ntiles]:  # spread: within whole waves, nearly full
             spread += 1
             waves = max(1, base[P.ntiles] // slots)

@@ -24,15 +24,10 @@ from typing import Any
 from numba import cuda
 
 from .memory import check, current_context
-from .warp import SIM
+from .sim import SIM
 
 _handles: dict[int, int] = {}  # device ordinal -> its primary context's handle
 _NULL = contextlib.nullcontext()  # reusable: one for every call
-
-
-def count():
-    """The number of CUDA devices this process sees."""
-    return len(cuda.gpus)
 
 
 def context_handle(dev):

@@ -1,6 +1,6 @@
 """The shared index math (:mod:`dmlnumba.indexmath`) compiled for CUDA kernels:
-``numba.cuda.jit(device=True)``, one device function each (the CPU's compile
-list is at the top of :mod:`dmlnumba.cpu.kernels`)."""
+``numba.cuda.jit(device=True)``, one device function each (the CPU kernels'
+are :mod:`dmlnumba.cpu.indexmath`)."""
 
 from .. import indexmath as _im
 from .warp import device

@@ -27,8 +27,8 @@ from ..cpu.cachefile import checked
 from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
 from .memory import check
 from .nonzero_kernel import make_nonzero
+from .sim import SIM
 from .slice_kernel import gather_loads, make_gather, make_slice
-from .warp import SIM
 
 _UINT = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
 _kernels = Bounded()

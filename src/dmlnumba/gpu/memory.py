@@ -5,6 +5,7 @@ stream."""
 
 from numba import cuda
 
+from .sim import SIM
 from .streams import (
     capturing,
     core_stream,
@@ -13,7 +14,6 @@ from .streams import (
     torch_module,
     torch_stream,
 )
-from .warp import SIM
 
 _pools: dict = {}  # device -> cuda.core DeviceMemoryResource (stream-ordered pool)
 _graph_pools: dict = {}  # device -> cuda.core GraphMemoryResource (inside a capture)

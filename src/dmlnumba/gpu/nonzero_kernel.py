@@ -3,19 +3,20 @@
 Each block takes the next tile (:func:`~dmlnumba.gpu.tile_status.take_tile`) and
 runs CUB's three steps, each a module-level device function inlined into the kernel:
 
-1. **count** (:mod:`dmlnumba.gpu.nonzero_count`: :func:`count_vector`, then
-   :func:`count_strided` for what is left): each warp reads its ``32 * items``
-   consecutive elements once, keeps one 32-bit ballot mask per 32 of them in
-   shared memory, and counts;
-2. **look-back** (:func:`~dmlnumba.gpu.tile_status.look_back`): the block publishes
-   its count and learns where its rows start;
+1. **count** (:func:`count_span`: :mod:`dmlnumba.gpu.nonzero_count`'s
+   :func:`count_vector`, then :func:`count_strided` for what is left; or
+   :func:`count_rows` over :func:`count_transposed`): each warp reads its
+   ``32 * items`` consecutive elements once, keeps one 32-bit ballot mask per 32 of
+   them in shared memory, and counts;
+2. **look-back** (:func:`scan_tile`, over :func:`~dmlnumba.gpu.tile_status.look_back`):
+   the block publishes its count and learns where its rows start;
 3. **write** (:mod:`dmlnumba.gpu.nonzero_write`: :func:`write_rows`,
    :func:`stage_rows`, :func:`expand_rows`, :func:`expand_coords`): each warp writes
    its rows from the kept masks, visiting only the mask words that hold a non-zero.
 
 The count never leaves the device: the block of the last tile writes it.  The
 kernel is made per element width (``V`` elements in 16 bytes) and variant
-(``narrow``, ``staged``): constants that the kernel passes to the steps, so that
+(``narrow``, ``staged``, ``transposed``): constants that the kernel passes to the steps, so that
 after inlining their loops over a vector's elements unroll into registers and the
 branches on the variant fold away.
 """
@@ -39,10 +40,97 @@ from .policy import (
     SPARSE_OF,
     STAGE_WORDS,
 )
-from .warp import warp_sum
+from .warp import agent, warp_sum
 
 #: Slots of the parameter block, and its copy into shared memory.
 copy_rows = cuda.jit(device=True)(rows_copier(P))
+
+
+@agent
+def count_rows(src, src_base, total, items, mask, masks, tile, warp, nwarps, lane, g, U, v):
+    """Step 1 of a kernel that reads ``U`` whole rows a tile (:func:`count_transposed`,
+    every warp's mask words, then a barrier): the warp's count, in every lane."""
+    m0 = warp * items
+    n = int64(0)
+    rows = total // g[1][g[3] - 1]  # g: the odometer, shape, strides, ndim
+    count_transposed(src, src_base, mask, masks, tile, warp, nwarps, lane, g, rows, U, v)
+    cuda.syncthreads()  # every warp's words are written: count the warp's own
+    j = lane
+    while j < items:
+        n += cuda.popc(masks[uint64(m0 + j)])
+        j += 32
+    return warp_sum(n)
+
+
+@agent
+def count_span(src, src_base, total, items, mask, masks, tile, nwarps, lane, e0, m0, g, vec, V, v):
+    """Step 1 of the other kernels: the warp's ``32 * items`` consecutive elements from
+    element ``e0 - lane`` on, 16 bytes a lane where ``vec`` (:func:`count_vector`),
+    the rest one element a lane (:func:`count_strided`).  Lane 0's result is the
+    warp's count."""
+    coords, dshape, dstrides, ndim = g
+    seg = 32 * items
+    n = int64(0)
+    it = 0
+    if vec != 0:
+        full = (tile + 1) * seg * nwarps <= total
+        n, it = count_vector(
+            src, src_base, total, items, mask, masks, m0, e0 - lane + lane * V, full, lane, V
+        )
+        n = warp_sum(n)
+    e = e0 + it * 32
+    unravel(e, dshape, ndim, coords)
+    off = src_base + offset(coords, dstrides, ndim)
+    n += count_strided(src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g, v)
+    return n
+
+
+@agent
+def scan_tile(status, tile, tid, nwarps, warp_rows, count, count_pos):
+    """Step 2: the warps' counts (``warp_rows``) scanned in place into their first rows
+    within the tile, with the tile's total in ``warp_rows[32]``; the tile's count
+    published and its first row learnt (returned to every thread); the last tile's
+    block writes the total count at ``count[count_pos]``."""
+    if tid == 0:
+        acc = int64(0)
+        for w in range(nwarps):
+            c = warp_rows[w]
+            warp_rows[w] = acc
+            acc += c
+        warp_rows[32] = acc
+        if cuda.gridDim.x != 1:
+            ts.publish(status, tile, ts.PREFIX if tile == 0 else ts.AGGREGATE, acc)
+    excl = ts.look_back(status, tile)  # tile 0's is 0, with no read of the buffer
+    if tid == 0:
+        acc = warp_rows[32]
+        if tile != 0:
+            ts.publish(status, tile, ts.PREFIX, excl + acc)
+        if tile == cuda.gridDim.x - 1:
+            count[count_pos] = excl + acc
+    cuda.syncthreads()
+    return excl
+
+
+def _write_space(staged, narrow, transposed):
+    """``(expand, expand_warp, group, stage_words)`` of a kernel variant: whether a
+    staged kernel's tiles that are not sparse expand their positions
+    (:func:`expand_coords`), the shared words a warp's expansion takes, the mask
+    words it expands at a time, and the block's shared staging words."""
+    # A staged kernel's tiles that are not sparse: positions expanded 32 mask words at a
+    # time, then a row a lane (expand_coords), where positions fit 32 bits: faster than
+    # the ring at mid densities.  Transposed tiles, whose masks take twice the shared
+    # memory, expand 16 words at a time in half the space (with 32 they ran slower,
+    # docs/PERFORMANCE.md).
+    expand = staged > 1 and narrow
+    group = 16 if transposed else 32
+    expand_warp = EXPAND_HALF_WARP if transposed else EXPAND_WARP
+    if staged == 1 or (expand and not transposed):
+        stage_words = EXPAND_WORDS
+    elif expand:
+        stage_words = EXPAND_HALF_WORDS
+    else:
+        stage_words = STAGE_WORDS if staged else 1
+    return expand, expand_warp, group, stage_words
 
 
 def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
@@ -63,20 +151,7 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     the register cap it is compiled with, held in the closure so that numba's disk
     cache keys on it (:func:`~dmlnumba.gpu.launch.python_kernel`)."""
 
-    # A staged kernel's tiles that are not sparse: positions expanded 32 mask words at a
-    # time, then a row a lane (expand_coords), where positions fit 32 bits: faster than
-    # the ring at mid densities.  Transposed tiles, whose masks take twice the shared
-    # memory, expand 16 words at a time in half the space (with 32 they ran slower,
-    # docs/PERFORMANCE.md).
-    expand = staged > 1 and narrow
-    group = 16 if transposed else 32
-    expand_warp = EXPAND_HALF_WARP if transposed else EXPAND_WARP
-    if staged == 1 or (expand and not transposed):
-        stage_words = EXPAND_WORDS
-    elif expand:
-        stage_words = EXPAND_HALF_WORDS
-    else:
-        stage_words = STAGE_WORDS if staged else 1
+    expand, expand_warp, group, stage_words = _write_space(staged, narrow, transposed)
 
     def nonzero_tiles(params, src, mask, status, out, count, vec):
         """One tile per block: ``blockDim.x // 32`` warps, each over ``32 * items``
@@ -123,64 +198,20 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
 
         # 1. Count.
         v = cuda.local.array(STRIDED_LOADS, item)  # count_strided's or count_transposed's loads
-        n = int64(0)
         if transposed:
-            rows = total // dshape[ndim - 1]
-            count_transposed(
-                src, src_base, mask, masks, tile, warp, nwarps, lane, g, rows, transposed, v
+            n = count_rows(
+                src, src_base, total, items, mask, masks, tile, warp, nwarps, lane, g, transposed, v
             )
-            cuda.syncthreads()  # every warp's words are written: count the warp's own
-            j = lane
-            while j < items:
-                n += cuda.popc(masks[uint64(m0 + j)])
-                j += 32
-            n = warp_sum(n)
         else:
-            it = 0
-            if vec != 0:
-                full = (tile + 1) * seg * nwarps <= total
-                n, it = count_vector(
-                    src,
-                    src_base,
-                    total,
-                    items,
-                    mask,
-                    masks,
-                    m0,
-                    e0 - lane + lane * V,
-                    full,
-                    lane,
-                    V,
-                )
-                n = warp_sum(n)
-            e = e0 + it * 32
-            unravel(e, dshape, ndim, coords)
-            off = src_base + offset(coords, dstrides, ndim)
-            n += count_strided(
-                src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g, v
+            n = count_span(
+                src, src_base, total, items, mask, masks, tile, nwarps, lane, e0, m0, g, vec, V, v
             )
         if lane == 0:
             warp_rows[warp] = n
         cuda.syncthreads()
 
         # 2. Look back: scan the warps, publish the tile's count, learn its first row.
-        if tid == 0:
-            acc = int64(0)
-            for w in range(nwarps):
-                c = warp_rows[w]
-                warp_rows[w] = acc
-                acc += c
-            warp_rows[32] = acc
-            if cuda.gridDim.x != 1:
-                ts.publish(status, tile, ts.PREFIX if tile == 0 else ts.AGGREGATE, acc)
-        excl = ts.look_back(status, tile)  # tile 0's is 0, with no read of the buffer
-        if tid == 0:
-            acc = warp_rows[32]
-            if tile != 0:
-                ts.publish(status, tile, ts.PREFIX, excl + acc)
-            if tile == cuda.gridDim.x - 1:
-                count[p[P.count_pos]] = excl + acc
-        cuda.syncthreads()
+        excl = scan_tile(status, tile, tid, nwarps, warp_rows, count, p[P.count_pos])
 
         # 3. Write: a width-1 kernel's rows 32 words at a time through shared memory;
         # a staged kernel's tile through its warps' rings, unless it is sparse

@@ -1,10 +1,9 @@
 """Plans of the CUDA kernels, in the manner of cuda.compute's algorithm objects: a
 :class:`NonzeroPlan` or :class:`SlicePlan` is made once per call shape (the
 layouts, the dtype, the width, the settings) and holds the kernel variant, the
-geometry and the parameter block (passed by value); its ``launch`` binds the
-addresses of one call.  Launchers are kept per (context, stream)."""
-
-import threading
+geometry (:mod:`.geometry`) and the parameter block (passed by value); its
+``launch`` binds the addresses of one call.  Launchers are kept per (context,
+stream)."""
 
 import numpy as np
 from numba import cuda
@@ -13,14 +12,15 @@ from .. import config
 from .._internals import array_arg
 from ..caches import Bounded
 from ..layout import c_strides, divisor, divisor32, extent, slice_geometry
-from ..params import MAXD, NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, pack
+from ..params import NONZERO_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
+from .geometry import gather_grid, nonzero_tiling, slice_spec, slice_tiles
 from .memory import current_context, zero
-from .policy import EXPAND_WARP, EXPAND_WORDS, MAX_MASKS, MAX_MASKS_TRANSPOSED, RING, STAGE_WORDS
-from .slice_kernel import LOADS, gather_loads
+from .policy import EXPAND_WARP, EXPAND_WORDS, RING, STAGE_WORDS
+from .sim import SIM
+from .slice_kernel import gather_loads
 from .views import Flat, host_view
-from .warp import SIM
 
 #: The status argument of a launch of one tile (which never reads it).
 _NO_STATUS = array_arg(0, 0, 8)
@@ -46,8 +46,9 @@ class _Plan:
 
     def launcher(self, spec, handle, ctx=0):
         """The launcher of kernel ``spec`` on stream ``handle`` in the current context
-        (``ctx``: its handle, where the caller has asked): ``cuda.core.launch`` with
-        everything but the addresses bound, kept per (context, stream)."""
+        (``ctx``: its handle, where the caller has asked): :func:`launch.launcher`'s
+        ``cuLaunchKernel`` with everything but the addresses bound, kept per
+        (context, stream)."""
         if not ctx:
             ctx = current_context()
         if not ctx:  # a new thread (a dask worker's): numba makes the primary context current
@@ -82,23 +83,7 @@ class NonzeroPlan(_Plan):
         narrow = x.size < min(config.CUDA_NONZERO_32BIT_BELOW, 1 << 31)
         divs = [(divisor32 if narrow else divisor)(n) for n in x.shape]
         threads = config.CUDA_THREADS
-        # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
-        # GPU, few enough that looking back stays short), each lane taking
-        # CUDA_NONZERO_MIN_ITEMS to CUDA_NONZERO_ITEMS steps, in multiples of 4.
-        items = min(config.CUDA_NONZERO_ITEMS, MAX_MASKS // (threads // 32))
-        items = max(
-            min(config.CUDA_NONZERO_MIN_ITEMS, items),
-            min(items, x.size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4),
-        )
-        # An input that fits one tile takes only the steps it fills, in multiples of 4
-        # (1000 elements: 4 steps a warp, not 16).
-        items = min(items, max(4, -(-x.size // (4 * threads)) * 4))
-        # A transposed input (the next-to-last dimension contiguous) whose tiles can be
-        # whole rows: read U rows at a time, in whole sectors (count_transposed).
-        tposed = _transposed_rows(x.shape, sstr, x.itemsize, threads)
-        if tposed:
-            items = tposed * x.shape[-1] // threads
-        self.ntiles = -(-x.size // (threads * items))
+        items, tposed, self.ntiles = nonzero_tiling(x.size, x.shape, sstr, x.itemsize, threads)
         self.values = (
             ("shape", tuple(x.shape)),
             ("strides", tuple(sstr)),
@@ -198,7 +183,7 @@ class SlicePlan(_Plan):
         geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
         shape, ss, ds = (tuple(int(v) for v in r) for r in geom)
         sb, db = sbase + off, dbase
-        narrow = _slice_spec(8 * x.itemsize, shape, ss, ds, sb, db)
+        narrow = slice_spec(8 * x.itemsize, shape, ss, ds, sb, db)
         if (
             config.CUDA_SLICE_GATHER
             and narrow[1][0]  # every position in 32 bits
@@ -223,7 +208,7 @@ class SlicePlan(_Plan):
             and db % k == 0
             and all(v % k == 0 for v in ss[:-1] + ds[:-1])
         ):
-            wide = _slice_spec(
+            wide = slice_spec(
                 64,
                 shape[:-1] + (shape[-1] // k,),
                 tuple(v // k for v in ss[:-1]) + (step,),
@@ -241,13 +226,13 @@ class SlicePlan(_Plan):
         assert spec is not None  # launch picks the word copy only where there is one
         bits, variant, block, geometry = spec
         if variant == "gather":
-            blocks, params = _gather_grid(geometry, block, gather_loads(bits))
+            blocks, params = gather_grid(geometry, block, gather_loads(bits))
             k = launch.kernel("gather", bits)
             return launch.launcher(k, blocks, block, handle, ctx, params)
         k = launch.kernel("slice", bits, 0, variant)
         # Blocks of one wave: the kernel's blocks an SM times the SMs.
         wave = 0 if SIM else launch.resident_blocks(k, ctx, block[0] * block[1])
-        blocks, params = _slice_tiles(geometry, block[1], wave * block[1])
+        blocks, params = slice_tiles(geometry, block[1], wave * block[1])
         return launch.launcher(k, blocks, block, handle, ctx, params)
 
     def launch(self, handle, xp, op, ctx=0):
@@ -266,131 +251,9 @@ class SlicePlan(_Plan):
             go(sp, dp)
 
 
-def _transposed_rows(shape, strides, itemsize, threads):
-    """The rows ``U`` (8, 4 or 2, at most a sector's worth of elements) of the nonzero
-    kernel's tiles where ``count_transposed`` reads them: the next-to-last dimension
-    contiguous (stride 1) and a multiple of ``U``, the last not, a multiple of 32
-    columns, and ``U`` rows making a whole tile that fits the shared masks
-    (``MAX_MASKS_TRANSPOSED``).  0 where
-    the layout is not such a one."""
-    if len(shape) < 2 or strides[-2] != 1 or strides[-1] == 1 or shape[-1] % 32:
-        return 0
-    for u in (8, 4, 2):
-        tile = u * shape[-1]
-        if (
-            u * itemsize <= max(32, 2 * itemsize)
-            and shape[-2] % u == 0
-            and tile % threads == 0
-            and tile // threads <= MAX_MASKS_TRANSPOSED // (threads // 32)
-        ):
-            return u
-    return 0
-
-
-def _slice_spec(bits, shape, ss, ds, sb, db, swap=0):
-    """``(bits, variant, block, geometry)`` of a copy of ``bits``-bit items:
-    ``variant`` the kernel's ``(pos32, swap, loads)`` (:func:`make_slice`; ``swap``:
-    0, or the bits of the items each 64-bit word's are reversed in), ``block`` its
-    threads, ``geometry`` what :func:`_slice_tiles` makes the launch of."""
-    inner = shape[-1]
-    threads = config.CUDA_THREADS
-    items = config.CUDA_SLICE_ITEMS
-    # Enough threads across a row that each copies about ``items`` elements of it.
-    tx = min(threads, max(32, 32 * -(-inner // (32 * items))))
-    ty = max(1, threads // tx)
-    seg = tx * items
-    rows = 1
-    for n in shape[:-1]:
-        rows *= n
-    # Positions in 32 bits where every one (and so a tile's number) is below
-    # CUDA_SLICE_32BIT_BELOW, 2**30, which leaves room for a thread's next position
-    # and a tile's next: fewer registers, more threads an SM.  8-byte items (also the
-    # word copy of contiguous rows) then keep half the loads in flight (the same
-    # bytes as 4-byte items): with all of them they spill under that kernel's cap.
-    top = max(sb + extent(shape, ss, 1)[1], db + extent(shape, ds, 1)[1])
-    pos32 = top < config.CUDA_SLICE_32BIT_BELOW
-    loads = LOADS // 2 if pos32 and bits == 64 else LOADS
-    geometry = (shape, ss, ds, sb, db, seg, rows)
-    return (bits, (pos32, swap, loads), (tx, ty), geometry)
-
-
-def _slice_tiles(geometry, ty, slots):
-    """``(grid, params)`` of a slice launch: the copy tiled as (``nrows`` rows, a
-    segment of ``seg`` elements of each), ``ty`` tiles a block.
-
-    Up to CUDA_SLICE_ROWS rows a tile, or where rows are short as many as hold as
-    many elements (the threads go on from row to row), fewer where that leaves
-    fewer than about CUDA_SLICE_TILES tiles (too few to keep the GPU's memory system
-    busy).  ``slots``: the tiles of one wave of resident blocks (0: unknown); the
-    tiles are then spread evenly over whole waves, as many as those rules fill (at
-    least one), where whole rows let that fill the waves better, so that no last
-    wave runs a few blocks on an idle GPU (docs/PERFORMANCE.md, "Specialised
-    paths")."""
-    shape, ss, ds, sb, db, seg, rows = geometry
-    nseg = -(-shape[-1] // seg)
-    want = max(config.CUDA_SLICE_ROWS, config.CUDA_SLICE_ROWS * seg // shape[-1])
-    nrows = max(1, min(want, rows * nseg // config.CUDA_SLICE_TILES))
-    ntiles = -(-rows // nrows) * nseg
-    if slots:
-        groups = max(1, max(1, ntiles // slots) * slots // nseg)  # row groups
-        even = -(-rows // groups)
-        tiles = -(-rows // even) * nseg
-        if _wave_fill(tiles, slots) > _wave_fill(ntiles, slots):  # rows are whole
-            nrows, ntiles = even, tiles
-    params = pack(
-        SLICE_CUDA,
-        shape=shape,
-        src_strides=ss,
-        dst_strides=ds,
-        src_base=sb,
-        dst_base=db,
-        ndim=len(shape),
-        seg=seg,
-        nseg=nseg,
-        rows=rows,
-        nrows=nrows,
-        ntiles=ntiles,
-    )
-    return min(-(-ntiles // ty), 1 << 22), tuple(params.tolist())
-
-
-def _gather_grid(geometry, threads, loads):
-    """``(grid, params)`` of a launch of the gather kernel
-    (:func:`~dmlnumba.gpu.slice_kernel.make_gather`) over ``geometry`` (as
-    :func:`_slice_spec` makes it): ``loads`` elements a thread, blocks of
-    ``threads``, every element in one pass where the grid allows."""
-    shape, ss, ds, sb, db, _, _ = geometry
-    total = 1
-    for n in shape:
-        total *= n
-    pad = (0,) * (MAXD - len(shape))  # the rows right-aligned
-    divs = [divisor32(n) for n in shape]
-    params = pack(
-        SLICE_GATHER_CUDA,
-        shape=pad + shape,
-        src_strides=pad + ss,
-        dst_strides=pad + ds,
-        magic=pad + tuple(m for m, _ in divs),
-        shift=pad + tuple(h for _, h in divs),
-        src_base=sb,
-        dst_base=db,
-        ndim=len(shape),
-        total=total,
-        src_stride0=ss[0],
-        dst_stride0=ds[0],
-    )
-    return min(-(-total // (threads * loads)), 1 << 22), tuple(params.tolist())
-
-
-def _wave_fill(tiles, slots):
-    """The share of the tile slots of the waves ``tiles`` tiles take that they fill."""
-    return tiles / (-(-tiles // slots) * slots)
-
-
 # ------------------------------------------------------------------------- plans
 
 _plans = Bounded()
-_plans_lock = threading.Lock()
 
 
 def _layout(v):

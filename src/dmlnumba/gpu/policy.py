@@ -1,9 +1,9 @@
 """The CUDA kernels' fixed policy: the shared-memory sizes that the nonzero kernel is
-compiled with and that its plan (:mod:`dmlnumba.gpu.plans`) keeps within.  The
-tunable settings (threads a block, items a lane, tiles, register caps, the
-32-bit thresholds) are :mod:`dmlnumba.config`'s, each with its measurement in
+compiled with and that its plan (:mod:`dmlnumba.gpu.plans`, :mod:`dmlnumba.gpu.geometry`)
+keeps within.  The tunable settings (threads a block, items a lane, tiles, register
+caps, the 32-bit thresholds) are :mod:`dmlnumba.config`'s, each with its measurement in
 docs/PERFORMANCE.md; the plan math that turns them into a launch is in
-:mod:`dmlnumba.gpu.plans`."""
+:mod:`dmlnumba.gpu.geometry`."""
 
 #: Shared ballot masks per block: warps x items.  The plan keeps
 #: ``(threads // 32) * items`` within this.

@@ -14,7 +14,7 @@ from numba import cuda
 
 from ..caches import Bounded
 from ..validation import NONZERO_DTYPES
-from .warp import SIM
+from .sim import SIM
 
 torch_dtypes: dict = {}  # torch dtype -> NumPy dtype
 torch_of: dict = {}  # NumPy dtype -> torch dtype
@@ -86,7 +86,7 @@ def numba_stream(handle):
 
 
 def core_stream(handle):
-    """The cuda.core stream of a raw handle (for launches and pool allocations)."""
+    """The cuda.core stream of a raw handle (for pool allocations and releases)."""
     c = _core_streams.get(handle)
     if c is None:
         import cuda.core as cc

@@ -32,6 +32,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     zero,
 )
 from .plans import _arg, nonzero_plan, slice_plan
+from .sim import SIM
 from .streams import (  # noqa: F401  (the target's interface)
     call_stream,
     capturing,
@@ -54,7 +55,6 @@ from .views import (  # noqa: F401  (the target's interface)
     to_host,
     view_of,
 )
-from .warp import SIM
 
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.

@@ -32,6 +32,7 @@ from ..layout import c_strides, extent
 from ..validation import uint_of_size
 from .devices import device_of, on
 from .memory import numba_context, pool, pool_buffer, scratch
+from .sim import SIM
 from .streams import (
     core_stream,
     cupy_device,
@@ -43,9 +44,6 @@ from .streams import (
     torch_of,
     torch_stream,
 )
-from .warp import SIM
-
-#: numba's CUDA simulator: device arrays wrap host arrays and kernels run in Python.
 
 
 class DeviceView:
@@ -140,7 +138,8 @@ def _read_cupy(a):
 
 def _read_torch(t):
     # What torch.Tensor.__cuda_array_interface__ says, without its Python property
-    # (tens of microseconds).  A tensor that requires grad is read as its data (the
+    # (which builds the whole interface dict on every read: host time that small
+    # calls notice).  A tensor that requires grad is read as its data (the
     # results never require grad, as torch.nonzero's).  Anything unusual goes through
     # that property, so that PyTorch's own errors (a sparse tensor) come out.
     if not torch_dtypes:

@@ -14,10 +14,10 @@ have no simulator branches.
 """
 
 import numpy as np
-from numba import config as _nbconfig
 from numba import cuda, int32, int64, uint32, uint64
 
-SIM = bool(getattr(_nbconfig, "ENABLE_CUDASIM", False))
+from .sim import SIM
+
 FULL = 0xFFFFFFFF
 
 #: ``cuda.jit(device=True)``, cached on disk on a GPU (the simulator has no cache).
