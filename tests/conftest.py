@@ -66,3 +66,7 @@ def tiny_blocks():
 def small_blocks():
     with tiny_blocks():
         yield
+
+
+# DMLNUMBA_KERNEL_LOG=<file>: each test's CUDA kernel variants, for the simulator subset.
+from kernel_variants import _log_kernel_variants  # noqa: E402, F401
