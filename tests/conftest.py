@@ -1,5 +1,6 @@
 import contextlib
 import os
+from pathlib import Path
 
 # JAX takes 75% of a GPU's memory at its first use unless told not to; the other
 # libraries' tests (2**31-element inputs among them) need it.
@@ -70,3 +71,42 @@ def small_blocks():
 
 # DMLNUMBA_KERNEL_LOG=<file>: each test's CUDA kernel variants, for the simulator subset.
 from kernel_variants import _log_kernel_variants  # noqa: E402, F401
+
+
+# Under the CUDA simulator the `cuda` tests are the subset in tests/cudasim_subset.txt,
+# which launches every kernel variant (tests/cudasim_subset.py proves it); all of them
+# with DMLNUMBA_CUDASIM_FULL=1.  A listed test that is not collected is an error, so
+# that a renamed test cannot silently leave its variants out.
+def _cudasim_subset():
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        return None
+    if os.environ.get("DMLNUMBA_CUDASIM_FULL", "0") not in ("", "0"):
+        return None
+    from cudasim_subset import SUBSET
+
+    return set(SUBSET.read_text().split("\n")) - {""}
+
+
+def pytest_report_header(config):
+    subset = _cudasim_subset()
+    if subset is not None:
+        return f"CUDA simulator: {len(subset)} cuda tests (DMLNUMBA_CUDASIM_FULL=1: all)"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    subset = _cudasim_subset()
+    if subset is None:
+        return
+    ids = {i.nodeid for i in items}
+    # only a whole-suite collection can tell a renamed test from one not asked for
+    if not config.args or any(Path(a).resolve() == Path(__file__).parent for a in config.args):
+        missing = sorted(subset - ids)
+        if missing:
+            raise pytest.UsageError(
+                "tests/cudasim_subset.txt lists tests not collected:\n  " + "\n  ".join(missing)
+            )
+    drop = [i for i in items if "cuda" in i.nodeid.lower() and i.nodeid not in subset]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [i for i in items if not ("cuda" in i.nodeid.lower() and i.nodeid not in subset)]

@@ -1,13 +1,13 @@
 """Which CUDA kernel variants each test launches, for choosing the simulator subset.
 
 With ``DMLNUMBA_KERNEL_LOG=<file>`` set, every test appends one JSON line to the file:
-its node id, the kernel keys it asked :func:`dmlnumba.gpu.launch.kernel` for (``used``)
+its node id, its time, the kernel keys it asked :func:`dmlnumba.gpu.launch.kernel` for (``used``)
 and those it compiled first (``compiled``).  A key is ``(name, src_bits, out_bits,
-regs, variant)``, as in ``launch._kernels``.  ``scripts``-free on purpose: the
-comparison of two logs is :func:`keys` below, used by tests/select_cudasim.py."""
+regs, variant)``, as in ``launch._kernels``.  tests/cudasim_subset.py reads the logs."""
 
 import json
 import os
+import time
 
 import pytest
 
@@ -44,6 +44,7 @@ def _log_kernel_variants(request):
 
     rec = _Recording(launch._kernels)
     launch._kernels = rec
+    start = time.perf_counter()
     try:
         yield
     finally:
@@ -52,6 +53,7 @@ def _log_kernel_variants(request):
             "test": request.node.nodeid,
             "used": sorted(map(repr, rec.used)),
             "compiled": sorted(map(repr, rec.compiled)),
+            "seconds": round(time.perf_counter() - start, 3),
         }
         with open(LOG, "a") as f:
             f.write(json.dumps(line) + "\n")
@@ -63,12 +65,3 @@ def _restore(rec):
     b = Bounded(rec.limit)
     b.update(rec)
     return b
-
-
-def keys(path, field="compiled"):
-    """The set of kernel keys a log's tests ``used`` or ``compiled``."""
-    out = set()
-    with open(path) as f:
-        for line in f:
-            out.update(json.loads(line)[field])
-    return out
