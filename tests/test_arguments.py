@@ -165,3 +165,9 @@ def test_window_slice_errors_name_window(index, exc):
     # Was: Python's own "slice step cannot be zero" / "slice indices must be integers".
     with pytest.raises(exc, match=r"^window\(\): the slice .* of dimension 0"):
         dmlnumba.window((4,), index)
+
+
+def test_dtype_none_names_the_parameter():
+    # Was: "dtype float64 is not supported" (numpy.dtype(None) is float64).
+    with pytest.raises(TypeError, match=r"nonzero_coordinates\(\): dtype=None is not a coord"):
+        dmlnumba.nonzero_coordinates(np.ones(3), dtype=None)

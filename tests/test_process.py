@@ -1,8 +1,7 @@
-"""The process around the CPU kernels (issue 47): numba's disk cache written by several
-processes at once (``python -m dmlnumba compile``'s workers), a first call interrupted
-by Ctrl-C, ``fork()`` while another thread compiles, numba's thread settings, and
-``dtype=None``.  Most tests run a fresh interpreter on a cache of their own
-(``NUMBA_CACHE_DIR``)."""
+"""The process around the CPU kernels: numba's disk cache written by several processes
+at once (``python -m dmlnumba compile``'s workers), a first call interrupted by Ctrl-C,
+``fork()`` while another thread compiles, and numba's thread settings.  Most tests run
+a fresh interpreter on a cache of their own (``NUMBA_CACHE_DIR``)."""
 
 import os
 import pickle
@@ -11,11 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 from interpreter import run_python
-
-import dmlnumba
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"), reason="numba compiles nothing"
@@ -466,9 +462,3 @@ def test_workable_thread_settings_run():
         "nonzero_coordinates",
         "ran",
     ], r.stdout + r.stderr
-
-
-def test_dtype_none_names_the_parameter():
-    # Was: "dtype float64 is not supported" (numpy.dtype(None) is float64).
-    with pytest.raises(TypeError, match=r"nonzero_coordinates\(\): dtype=None is not a coord"):
-        dmlnumba.nonzero_coordinates(np.ones(3), dtype=None)
