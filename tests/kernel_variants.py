@@ -54,6 +54,9 @@ def _log_kernel_variants(request):
             "used": sorted(map(repr, rec.used)),
             "compiled": sorted(map(repr, rec.compiled)),
             "seconds": round(time.perf_counter() - start, 3),
+            # Hypothesis's examples, and a timed test's cases, vary from run to run
+            "random": bool(getattr(request.function, "is_hypothesis_test", False))
+            or request.node.get_closest_marker("varying_cases") is not None,
         }
         with open(LOG, "a") as f:
             f.write(json.dumps(line) + "\n")
