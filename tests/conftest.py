@@ -1,5 +1,6 @@
 import contextlib
 import os
+from pathlib import Path
 
 # JAX takes 75% of a GPU's memory at its first use unless told not to; the other
 # libraries' tests (2**31-element inputs among them) need it.
@@ -21,6 +22,39 @@ settings.register_profile("cudasim", max_examples=12, derandomize=True, **_commo
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+def _locked_shared_arrays():
+    """The simulator's ``cuda.shared.array`` under a lock: it looks an allocation up by
+    its caller's source line and stores a new one if none is there, unlocked, so two
+    threads of one block could each make their own array and no longer share it (a
+    garbage count, seen once under heavy load).  The same lookup, under a lock."""
+    import sys
+    import threading
+    import traceback
+
+    import numpy as np
+    from numba.cuda.simulator import kernelapi
+
+    lock = threading.Lock()
+    array = kernelapi.FakeCUDAShared.array
+    if getattr(array, "_locked", False):
+        return
+
+    def locked(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:  # dynamic shared memory; or an error
+            return array(self, shape, dtype, alignment)
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        caller = tuple(traceback.extract_stack(sys._getframe(1), limit=1)[0][0:2])
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = np.empty(shape, dtype)
+        return res
+
+    locked._locked = True
+    kernelapi.FakeCUDAShared.array = locked
+
+
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     # Simulated blocks are Python threads: keep them small for the whole run.
     from dmlnumba import config as _config
@@ -28,6 +62,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     _config.CUDA_THREADS = 64
     _config.CUDA_NONZERO_ITEMS = 8  # the strided count's eight-load step runs too
     _config.CUDA_SLICE_ITEMS = 2
+    _locked_shared_arrays()
 
 
 @contextlib.contextmanager
@@ -66,3 +101,46 @@ def tiny_blocks():
 def small_blocks():
     with tiny_blocks():
         yield
+
+
+# DMLNUMBA_KERNEL_LOG=<file>: each test's CUDA kernel variants, for the simulator subset.
+from kernel_variants import _log_kernel_variants  # noqa: E402, F401
+
+
+# Under the CUDA simulator the `cuda` tests are the subset in tests/cudasim_subset.txt,
+# which launches every kernel variant (tests/cudasim_subset.py proves it); all of them
+# with DMLNUMBA_CUDASIM_FULL=1.  A listed test that is not collected is an error, so
+# that a renamed test cannot silently leave its variants out.
+def _cudasim_subset():
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        return None
+    if os.environ.get("DMLNUMBA_CUDASIM_FULL", "0") not in ("", "0"):
+        return None
+    from cudasim_subset import SUBSET
+
+    return set(SUBSET.read_text().split("\n")) - {""}
+
+
+def pytest_report_header(config):
+    subset = _cudasim_subset()
+    if subset is not None:
+        return f"CUDA simulator: {len(subset)} cuda tests (DMLNUMBA_CUDASIM_FULL=1: all)"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    subset = _cudasim_subset()
+    if subset is None:
+        return
+    ids = {i.nodeid for i in items}
+    # only a whole-suite collection can tell a renamed test from one not asked for
+    if not config.args or any(Path(a).resolve() == Path(__file__).parent for a in config.args):
+        missing = sorted(subset - ids)
+        if missing:
+            raise pytest.UsageError(
+                "tests/cudasim_subset.txt lists tests not collected:\n  " + "\n  ".join(missing)
+            )
+    drop = [i for i in items if "cuda" in i.nodeid.lower() and i.nodeid not in subset]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [i for i in items if not ("cuda" in i.nodeid.lower() and i.nodeid not in subset)]

@@ -4,10 +4,10 @@ so that the suite cannot rot.  GPU benchmarks skip (NotImplementedError in setup
 import importlib
 import inspect
 import pathlib
-import subprocess
 import sys
 
 import pytest
+from interpreter import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODULES = ["bench_nonzero", "bench_slice1", "bench_startup"]
@@ -40,4 +40,5 @@ def test_benchmark_runs_once_at_its_smallest_size(cls):
     for m in methods:
         result = getattr(bench, m)(*args)
         if m.startswith("timeraw_"):
-            subprocess.run([sys.executable, "-c", result], check=True, timeout=300)
+            r = run_python(result, timeout=300)
+            assert r.returncode == 0, r.stderr

@@ -6,11 +6,9 @@ a change that makes a first call compile more shows here on any machine.
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+from interpreter import run_python
 
 SCRIPT = """
 import json
@@ -64,14 +62,35 @@ def test_first_calls_compile_only_their_own_kernels(tmp_path):
     single-block write (not the count pass); a read-only input and a new layout
     nothing more; a new bit width its own kernels once; a large input the parallel
     driver and the count pass, reusing the write pass."""
-    r = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SCRIPT)],
-        capture_output=True,
-        text=True,
+    r = run_python(
+        SCRIPT,
+        env=dict(NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20)),
         timeout=900,
-        env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20)),
     )
     assert r.returncode == 0, r.stderr
     steps = json.loads(r.stdout.strip().splitlines()[-1])
     for i, (got, want) in enumerate(zip(steps, EXPECTED)):
         assert got == want, f"step {i}: {got}"
+
+
+@pytest.mark.boundscheck
+def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
+    import logging
+    import time
+
+    from dmlnumba.cpu import compiling
+
+    monkeypatch.setattr(compiling, "NOTICE_AFTER", 0.05)
+    calls = []
+
+    def slow(*a):
+        time.sleep(0.3)
+        calls.append(a)
+        return 7
+
+    with caplog.at_level(logging.WARNING, logger="dmlnumba"):
+        assert compiling.run(slow, ("test-kernel", 1), 1, 2) == 7
+        assert compiling.run(slow, ("test-kernel", 1), 3, 4) == 7
+    notes = [r for r in caplog.records if "test-kernel/1" in r.getMessage()]
+    assert len(notes) == 1 and "python -m dmlnumba compile" in notes[0].getMessage()
+    assert calls == [(1, 2), (3, 4)]

@@ -23,6 +23,8 @@ import dmlnumba
 from devices import CUDA
 from strategies import NONZERO_DTYPES
 
+pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
+
 # DirectML's dtypes and bool, byte-swapped ones, then dtypes both operators refuse.
 DTYPES = NONZERO_DTYPES + [">f4", ">i8", ">f2", "complex64", "object", ">c8", "U2"]
 

@@ -1,16 +1,15 @@
 """Importing the package is cheap: no compilation, no numba.cuda."""
 
 import os
-import subprocess
-import sys
 
 import pytest
+from interpreter import run_python
 
 
 def _run(code):
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
-    ).stdout
+    r = run_python(code, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def test_import_compiles_nothing_and_skips_numba_cuda():

@@ -23,6 +23,8 @@ from devices import (
 )
 from strategies import NONZERO_DTYPES, arrays, check_written, fill, odd_outs
 
+pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
+
 SPEC_INPUT = np.array([[1.0, 0.0, 0.0, 2.0], [-0.0, 3.5, 0.0, -5.2]], np.float32).reshape(
     1, 1, 2, 4
 )

@@ -11,8 +11,6 @@ where it is installed (:func:`test_random_slices_match_onnxruntime`).
 """
 
 import functools
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -20,6 +18,7 @@ import pytest
 from conftest import tiny_blocks
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from interpreter import run_python
 
 import dmlnumba
 import dmlnumba.onnx as donnx
@@ -755,10 +754,9 @@ def test_import_dmlnumba_imports_neither_this_module_nor_onnx():
         "('dmlnumba.onnx', 'onnx', 'torch', 'jax', 'numba.cuda')]); "
         "import dmlnumba.onnx; print('onnx' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
-    ).stdout
-    assert out.split() == ["False"] * 6
+    r = run_python(code, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False"] * 6
 
 
 # ------------------------------------------------------------------------ GPUs

@@ -479,6 +479,7 @@ def _budget(op):
     return (SIM_MIN_CALLS[op], SIM_SECONDS * SIM_SHARE[op]) if SIM else (CALLS, 0.0)
 
 
+@pytest.mark.varying_cases  # cases drawn until a time budget runs out
 @needs_cuda
 @pytest.mark.parametrize("small", [False, True])
 def test_slice1_overlap_cuda(small):
@@ -499,6 +500,7 @@ def test_slice1_overlap_cuda(small):
     assert n >= want_n
 
 
+@pytest.mark.varying_cases  # cases drawn until a time budget runs out
 @needs_cuda
 @pytest.mark.parametrize("small", [False, True])
 def test_nonzero_overlap_cuda(small):

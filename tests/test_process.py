@@ -1,8 +1,7 @@
-"""The process around the CPU kernels (issue 47): numba's disk cache written by several
-processes at once (``python -m dmlnumba compile``'s workers), a first call interrupted
-by Ctrl-C, ``fork()`` while another thread compiles, numba's thread settings, and
-``dtype=None``.  Most tests run a fresh interpreter on a cache of their own
-(``NUMBA_CACHE_DIR``)."""
+"""The process around the CPU kernels: numba's disk cache written by several processes
+at once (``python -m dmlnumba compile``'s workers), a first call interrupted by Ctrl-C,
+``fork()`` while another thread compiles, and numba's thread settings.  Most tests run
+a fresh interpreter on a cache of their own (``NUMBA_CACHE_DIR``)."""
 
 import os
 import pickle
@@ -11,27 +10,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
-
-import dmlnumba
+from interpreter import run_python
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"), reason="numba compiles nothing"
 )
-
-
-def _python(code, env=None, args=(), timeout=300):
-    """Run ``code`` in a fresh interpreter; return its CompletedProcess."""
-    e = dict(os.environ)
-    e.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=e,
-    )
 
 
 def _scan(cache):
@@ -105,7 +89,7 @@ _CHECK = """
 
 def check_results(env, coordinate_types, sizes=(1, 2, 4, 8)):
     """:data:`_CHECK` in a fresh interpreter: ``(wrong, checked, output)``."""
-    r = _python(
+    r = run_python(
         _CHECK, env, args=(",".join(coordinate_types), ",".join(map(str, sizes))), timeout=600
     )
     assert r.returncode == 0, r.stderr[-3000:]
@@ -129,7 +113,7 @@ def test_the_compile_command_leaves_every_entry_its_own_code(tmp_path):
     # inputs, or "can't unbox array" for uint8, bool, int16 and float16.  Here: 4 groups
     # in 4 processes at once, on a fresh cache.
     env = {"NUMBA_CACHE_DIR": str(tmp_path)}
-    r = _python(
+    r = run_python(
         f"""
         import sys
         import dmlnumba.__main__ as m
@@ -209,7 +193,7 @@ def test_processes_adding_entries_of_one_function_at_once(tmp_path, monkeypatch)
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
     entries, wrong = _scan(tmp_path / "cache")
     assert (entries, wrong) == (4, [])
-    r = _python(
+    r = run_python(
         """
         import sys
         import numpy as np
@@ -232,7 +216,7 @@ def test_an_entry_holding_another_signatures_code_is_not_loaded(tmp_path):
             print(dmlnumba.argwhere(np.array([[1, 0], [0, 2]], t)).tolist())
     """
     env = {"NUMBA_CACHE_DIR": str(tmp_path)}
-    first = _python(code, env)
+    first = run_python(code, env)
     assert first.returncode == 0 and first.stdout == "[[0, 0], [1, 1]]\n" * 2, first.stderr
     swapped = 0
     for index in tmp_path.rglob("*.nbi"):
@@ -251,7 +235,7 @@ def test_an_entry_holding_another_signatures_code_is_not_loaded(tmp_path):
         swapped += len(keys)
     assert swapped >= 6
     assert len(_scan(tmp_path)[1]) == swapped
-    second = _python(code, env)
+    second = run_python(code, env)
     assert second.returncode == 0 and second.stdout == first.stdout, second.stderr[-3000:]
     assert "holds another specialisation's code" in second.stderr
     assert _scan(tmp_path)[1] == []  # written anew
@@ -308,14 +292,14 @@ _INTERRUPT_IMPORT = """
 @pytest.mark.parametrize("module", ["numba.core.typing", "llvmlite.binding.ffi", "numba.np.ufunc"])
 def test_an_interrupted_import_is_made_again_by_the_next_call(module):
     # Was: AttributeError: module 'numba' has no attribute 'core', from every later call.
-    r = _python(_INTERRUPT_IMPORT, args=(module,))
+    r = run_python(_INTERRUPT_IMPORT, args=(module,))
     assert r.returncode == 0 and r.stdout == "interrupted\n[[0, 0], [1, 1]] 9999\n", r.stderr
 
 
 def test_ctrl_c_during_the_first_calls_import_leaves_the_library_usable():
     # Was: a SIGINT in the first 0.02-0.14 s of the first call (numba's import) broke
     # every later call.  Now the import finishes, then the call raises KeyboardInterrupt.
-    r = _python(
+    r = run_python(
         """
         import os, signal, sys, importlib.abc
         import numpy as np, dmlnumba
@@ -384,7 +368,7 @@ _FORK = """
 def test_fork_while_another_thread_compiles_gives_a_working_child(tmp_path):
     # Was: the child's first call that needed a kernel waited forever for numba's
     # compiler lock, which the parent's compiling thread held at the fork.
-    r = _python(
+    r = run_python(
         _FORK
         + """
     t = threading.Thread(target=first_calls)
@@ -400,7 +384,7 @@ def test_fork_while_another_thread_compiles_gives_a_working_child(tmp_path):
 
 
 def test_fork_past_the_wait_gives_a_runtime_error_not_a_hang(tmp_path):
-    r = _python(
+    r = run_python(
         _FORK
         + """
     from numba.core.compiler_lock import global_compiler_lock
@@ -445,7 +429,7 @@ _SMALL_CALLS = """
 def test_no_threads_is_reported_at_the_first_call_of_any_size():
     # Was: numba's bare "Number of threads specified must be > 0.", and only from calls
     # large enough to start numba's threads.
-    r = _python(_SMALL_CALLS, {"NUMBA_NUM_THREADS": "0"})
+    r = run_python(_SMALL_CALLS, {"NUMBA_NUM_THREADS": "0"})
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 3
@@ -463,7 +447,7 @@ def test_a_threading_layer_that_cannot_load_is_reported_at_the_first_call():
         pytest.skip("numba loads tbb here")
     except ImportError:
         pass
-    r = _python(_SMALL_CALLS, {"NUMBA_THREADING_LAYER": "tbb"})
+    r = run_python(_SMALL_CALLS, {"NUMBA_THREADING_LAYER": "tbb"})
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 3
@@ -473,14 +457,8 @@ def test_a_threading_layer_that_cannot_load_is_reported_at_the_first_call():
 
 
 def test_workable_thread_settings_run():
-    r = _python(_SMALL_CALLS, {"NUMBA_NUM_THREADS": "1", "NUMBA_THREADING_LAYER": "workqueue"})
+    r = run_python(_SMALL_CALLS, {"NUMBA_NUM_THREADS": "1", "NUMBA_THREADING_LAYER": "workqueue"})
     assert r.returncode == 0 and r.stdout.split() == ["slice1", "ran", "argwhere", "ran"] + [
         "nonzero_coordinates",
         "ran",
     ], r.stdout + r.stderr
-
-
-def test_dtype_none_names_the_parameter():
-    # Was: "dtype float64 is not supported" (numpy.dtype(None) is float64).
-    with pytest.raises(TypeError, match=r"nonzero_coordinates\(\): dtype=None is not a coord"):
-        dmlnumba.nonzero_coordinates(np.ones(3), dtype=None)

@@ -13,6 +13,8 @@ import dmlnumba
 from devices import DEVICES, device_view, record_paths, skip_on_cudasim, to_device, to_host
 from strategies import arrays, bits, check_written, odd_outs, slice1_reference, windows
 
+pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
+
 SPEC_INPUT = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
 
 

@@ -2,11 +2,10 @@
 on the CPU (CI installs the CPU builds of torch and jax)."""
 
 import logging
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from interpreter import run_python
 
 import dmlnumba
 
@@ -137,7 +136,8 @@ def test_eager_calls_do_not_register_the_operators():
         "dmlnumba.slice1(torch.ones(3), (0,), (3,), (-1,))\n"
         "assert 'dmlnumba.torch_ops' not in sys.modules\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
 
 
 def test_jax_cpu_arrays_in_give_jax_arrays_out():

@@ -1,0 +1,187 @@
+"""The CUDA target's edges: CUDA or numba-cuda unavailable, device indexes, the size
+limit checked before allocating, parameter blocks passed by value, slice tiles, and
+kernels compiled and loaded once when threads race."""
+
+import numpy as np
+import pytest
+from interpreter import run_python
+
+import dmlnumba
+
+from devices import CUDA, SIM
+
+pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
+
+X = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+
+
+def test_device_digits_are_ascii():
+    with pytest.raises(ValueError, match=r"unknown device 'cuda:٣'"):
+        dmlnumba.argwhere(X, device="cuda:٣")
+
+
+@pytest.mark.skipif(CUDA, reason="needs a machine where CUDA is unavailable")
+def test_cuda_unavailable_is_one_short_error():
+    with pytest.raises(ValueError) as e:
+        dmlnumba.slice1(X, (0, 0), (3, 4), (1, 1), device="cuda")
+    msg = str(e.value)
+    assert msg.startswith("slice1(): ")
+    assert "numba-cuda" in msg or "NUMBA_ENABLE_CUDASIM" in msg
+    assert len(e.traceback) < 8
+
+
+def test_without_numba_cuda_the_error_says_what_to_install():
+    r = run_python("""
+        import importlib.util, sys
+        real = importlib.util.find_spec
+        importlib.util.find_spec = lambda n, *a: None if n == "numba_cuda" else real(n, *a)
+        import numpy as np, dmlnumba
+        try:
+            dmlnumba.argwhere(np.ones(3), device="cuda")
+        except ValueError as e:
+            print(e)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("argwhere(): the CUDA target needs numba-cuda")
+    assert "pip install 'dmlnumba[cuda]'" in r.stdout
+
+
+@pytest.mark.skipif(not CUDA or SIM, reason="needs a real CUDA GPU")
+def test_nonexistent_cuda_device_index():
+    with pytest.raises(ValueError, match=r"device 'cuda:99' does not exist"):
+        dmlnumba.argwhere(X, device="cuda:99")
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
+def test_cuda_size_limit_is_checked_before_allocating():
+    # Was: a MemoryError from allocating 2**40 rows, before the documented ValueError.
+    from dmlnumba.gpu import target as target_cuda
+
+    huge = np.broadcast_to(np.zeros(1, np.uint8), (1 << 20, 1 << 20))  # no memory behind it
+    with pytest.raises(ValueError, match=r"counts at most"):
+        dmlnumba.nonzero_coordinates(huge, dtype=np.uint64, device="cuda")
+    assert target_cuda.MAX_ELEMENTS == (1 << 40) - 1
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
+def test_cuda_parameter_blocks_travel_by_value():
+    """A plan's parameter block is a tuple of ints bound into its launcher as kernel
+    parameters: nothing is uploaded for it, at any call (an upload at call time was
+    a ``cuMemAlloc`` that a CUDA graph capture refuses, and a cached device copy an
+    address that a replay would read after it was freed)."""
+    from dmlnumba.gpu import geometry as geo
+    from dmlnumba.gpu import plans
+    from dmlnumba.gpu import target as target_cuda
+    from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
+
+    x = target_cuda._new_view((4, 5), np.dtype(np.float32))
+    count = target_cuda._new_view((1,), np.dtype(np.uint32))
+    coords = target_cuda._new_view((20, 2), np.dtype(np.uint32))
+    p = plans.NonzeroPlan(x, 2, count, coords, 20)
+    assert len(p.params) == size(NONZERO_CUDA)
+    assert all(type(v) is int for v in p.params)
+    assert p.params[NONZERO_CUDA.total] == 20 and p.params[NONZERO_CUDA.width] == 2
+    kinds = set()
+    for dtype in (np.float32, np.uint8):  # the gather kernel, the tiles
+        y = target_cuda._new_view((4, 5), np.dtype(dtype))
+        s = plans.SlicePlan(y, (0, 4), (1, -1), target_cuda._new_view((4, 5), y.dtype))
+        for spec in s.specs:
+            if spec is not None and spec[1] == "gather":
+                kinds.add("gather")
+                _, params = geo.gather_grid(spec[3], spec[2], 4)
+                assert len(params) == size(SLICE_GATHER_CUDA)
+                assert all(type(v) is int for v in params)
+            elif spec is not None:
+                kinds.add("tiles")
+                for slots in (0, 3 * 132 * spec[2][1]):
+                    _, params = geo.slice_tiles(spec[3], spec[2][1], slots)
+                    assert len(params) == size(SLICE_CUDA)
+                    assert all(type(v) is int for v in params)
+    assert kinds == {"gather", "tiles"}
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
+@pytest.mark.parametrize(
+    "shape, inner",
+    [((2048, 1024), 13), ((512, 512), 7), ((8, 64, 124), 85), ((4096,), 4096), ((1,), 1 << 28)],
+)
+def test_cuda_slice_tiles_fill_whole_waves(shape, inner):
+    """Given the tiles one wave of resident blocks runs (``slots``), slice1's tiles are
+    spread evenly over whole waves (as many as the default tiling fills, at least one,
+    full but for the rounding of rows to whole tiles) where that fills the waves'
+    slots better than the default tiling; every row in exactly one tile."""
+    from dmlnumba.gpu import geometry as geo
+    from dmlnumba.params import SLICE_CUDA as P
+
+    full = shape + (inner,)
+    strides = tuple(int(np.prod(full[i + 1 :])) for i in range(len(full)))
+    _, _, (tx, ty), geometry = geo.slice_spec(32, full, strides, strides, 0, 0)
+    _, base = geo.slice_tiles(geometry, ty, 0)
+    rows, nseg = base[P.rows], base[P.nseg]
+    spread = 0
+    for slots in (8 * 132 * ty, 3 * 132 * ty, 4 * 132 * ty, 64 * ty):
+        blocks, p = geo.slice_tiles(geometry, ty, slots)
+        nrows, ntiles = p[P.nrows], p[P.ntiles]
+        assert -(-rows // nrows) * nseg == ntiles and blocks == -(-ntiles // ty)
+        fill = geo.wave_fill(ntiles, slots)
+        assert fill >= geo.wave_fill(base[P.ntiles], slots)
+        if ntiles != base[P.ntiles]:  # spread: within whole waves, nearly full
+            spread += 1
+            waves = max(1, base[P.ntiles] // slots)
+            groups = max(1, waves * slots // nseg)  # the row groups of those waves
+            used = ntiles // nseg
+            assert used <= groups and used > groups * rows / (rows + groups)
+    assert spread or rows < 4096  # the short-row windows are spread at some slots
+
+
+def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):
+    """Threads launching a kernel for the first time at once compile it once and load
+    its module once.  numba-cuda's module loading is not thread-safe: two threads in
+    ``get_cufunc`` at once (the first launches of a threaded dask graph of CuPy
+    chunks) raised "key already in dictionary" under ``CUDA_LAUNCH_BLOCKING=1`` on
+    the H100, and without it gave an illegal address or wrong coordinates.  The
+    compile and the load are replaced by slow stand-ins that count how many threads
+    are inside at once (no GPU needed)."""
+    import threading
+    import time
+    import types
+
+    from dmlnumba.caches import Bounded
+    from dmlnumba.gpu import launch
+
+    inside, most, calls = [0], [0], []
+    guard = threading.Lock()
+
+    def slow(result):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            calls.append(result)
+        time.sleep(0.05)
+        with guard:
+            inside[0] -= 1
+        return result
+
+    k = types.SimpleNamespace(
+        library=types.SimpleNamespace(
+            get_cufunc=lambda: slow(types.SimpleNamespace(kernel="handle"))
+        )
+    )
+    monkeypatch.setattr(launch, "_kernels", Bounded())
+    monkeypatch.setattr(launch, "_functions", Bounded())
+    monkeypatch.setattr(launch, "_compile", lambda *a: slow(k))
+    barrier = threading.Barrier(8)
+    got = []
+
+    def first_launch():
+        barrier.wait()
+        kern = launch.kernel("slice", 32)
+        got.append((kern, launch.function(kern, 7)))
+
+    threads = [threading.Thread(target=first_launch) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 2 and most[0] == 1  # one compile, one load, never two at once
+    assert got == [(k, "handle")] * 8
