@@ -725,20 +725,21 @@ def test_repeated_numpy_calls_reuse_their_runner(monkeypatch):
     """A default call on a NumPy array of a layout seen before runs the runner the
     first call kept, without validation: nonzero_coordinates looks the NumPy key up
     itself, and its runner must be the one ``device="cpu"`` calls (through
-    ``_nonzero_runner``) find.  Arguments that only look alike (a float width, a bool
+    ``keys.nonzero``) find.  Arguments that only look alike (a float width, a bool
     max_count) take the full path and its errors."""
-    from dmlnumba import api
+    from dmlnumba import keys, prepare
     from dmlnumba.caches import Bounded
 
-    monkeypatch.setattr(api, "_runners", Bounded())
+    monkeypatch.setattr(keys, "runners", Bounded())
     full = []
-    real = api._nonzero
-    monkeypatch.setattr(api, "_nonzero", lambda *a, **k: (full.append(1), real(*a, **k))[1])
+    real = prepare.nonzero
+    monkeypatch.setattr(prepare, "nonzero", lambda *a, **k: (full.append(1), real(*a, **k))[1])
     rng = np.random.default_rng(11)
     x = fill(rng, np.float32, 1000, 0.5)
     dmlnumba.nonzero_coordinates(x)
     assert len(full) == 1
-    assert api._numpy_nonzero_key("nonzero_coordinates", x, None, np.uint32, None) in api._runners
+    key = keys.nonzero("nonzero_coordinates", x, None, np.uint32, None, None, None)[0]
+    assert key in keys.runners
     for kwargs in [{}, {"device": "cpu"}]:
         y = fill(rng, np.float32, 1000, 0.3)
         _assert_matches_argwhere(y, *dmlnumba.nonzero_coordinates(y, **kwargs))

@@ -47,7 +47,7 @@ import numpy as np
 
 from . import config
 from . import validation as v
-from .dispatch import DeviceUnavailableError, parse_device
+from .dispatch import DeviceUnavailableError, parse_device, run_nonzero, run_slice1
 
 if TYPE_CHECKING:
     from dask.typing import Key
@@ -195,7 +195,7 @@ def _axis_plan(chunks, start, step, m, reach=None):
 
 def _slice_block(op, blocks, pieces, shape, dtype, kind):
     """One output block from the input ``blocks`` it reads, by ``op`` (the in-memory
-    ``dmlnumba.slice1``, passed in so that this module does not import the API)."""
+    slice1, :func:`dmlnumba.dispatch.run_slice1`)."""
     import contextlib
 
     from .cpu import target as target_cpu
@@ -215,7 +215,9 @@ def _slice_block(op, blocks, pieces, shape, dtype, kind):
         return out
 
 
-def slice1(x, offsets, sizes, strides, output_sizes, device, op):
+def slice1(x, offsets, sizes, strides, output_sizes, device, op=run_slice1):
+    """slice1 of the dask array ``x`` (see the module's docstring), its parameters read
+    (:func:`dmlnumba.validation.slice1_args`), and checked here against its shape."""
     import dask
     import dask.array as da
     from dask.array.utils import meta_from_array
@@ -315,13 +317,13 @@ def stripes(shape, itemsize, limit):
 def _nonzero_block(op, block, width, dtype, offsets, kind, shape, f):
     """``(count, coordinates)`` of one block (a stripe of the array of ``shape``, whose
     first element sits at ``offsets``): its compact coordinates in ascending order,
-    in the whole array's terms.  ``op`` is the in-memory
-    ``dmlnumba.nonzero_coordinates`` (for CuPy blocks)."""
+    in the whole array's terms.  ``op`` is the in-memory nonzero_coordinates
+    (:func:`dmlnumba.dispatch.run_nonzero`, for CuPy blocks)."""
     if kind == "numpy":
         from .cpu import target as target_cpu
 
         with target_cpu.one_thread():
-            n, coords = target_cpu.nonzero_run(
+            n, coords = target_cpu.nonzero_stripe(
                 v.host_array(block, "input", f), shape, offsets, width, dtype
             )
         # Written in the array's terms already: nothing to shift.
@@ -427,7 +429,7 @@ def _total_of_scan(scan, dtype, kind):
     return _xp(kind).asarray([scan[-1]], dtype=dtype)
 
 
-def nonzero(x, width, dtype, max_count, device, f, op):
+def nonzero(x, width, dtype, max_count, device, f, op=run_nonzero):
     """``(count, coordinates)`` as dask arrays (see the module's docstring).
 
     Tasks a block: without ``max_count``, two: the block's rows (the kernel, the
@@ -489,9 +491,21 @@ def nonzero(x, width, dtype, max_count, device, f, op):
     return total, coords
 
 
-def argwhere(x, device, f="argwhere", op=None):
-    """The compact coordinates of :func:`nonzero`, as ``numpy.argwhere`` gives them;
-    ``op``: as for :func:`nonzero` (default: ``dmlnumba.nonzero_coordinates``)."""
-    if op is None:
-        from .api import nonzero_coordinates as op
-    return nonzero(x, None, np.int64, None, device, f, op)[1]
+# ---------------------------------------------------------------- the adapter's interface
+# (dmlnumba.target.Runs: the calls a prepared Call of a dask array makes)
+
+
+def slice1_call(call):
+    """slice1 (``call.args``: the parameters as read once by the prepare step)."""
+    return slice1(call.input, *call.args, call.device)
+
+
+def nonzero_call(call):
+    """nonzero_coordinates (``call.args``: ``(width, dtype, max_count)`` read once)."""
+    return nonzero(call.input, *call.args, call.device, call.f)
+
+
+def argwhere_call(call):
+    """The compact rows of :func:`nonzero`, as ``numpy.argwhere`` gives them."""
+    rows = nonzero(call.input, *call.args, call.device, call.f)[1]
+    return rows[:, :0] if call.zero_d else rows

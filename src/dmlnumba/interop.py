@@ -2,16 +2,13 @@
 PyTorch tensors that hold no data of their own (calls go through the registered
 PyTorch operators, :mod:`dmlnumba.torch_ops`), PyTorch views the kernels cannot
 read as they are (lazily negated, bfloat16), PyTorch's rules for the tensors a
-call writes, and results handed back as the input's library's arrays (PyTorch on
-the CPU, JAX through DLPack)."""
+call writes, JAX's 64-bit mode.  The prepare step and the targets call these: they
+know the library already, and nothing here asks it."""
 
 import sys
 from typing import Any
 
 import numpy as np
-
-from .arrays import is_cuda_array
-from .cpu import target as target_cpu
 
 _modules = sys.modules
 
@@ -170,26 +167,6 @@ def torch_written(o):
     _modules["torch"]._C._increment_version((o,))
 
 
-def one_element(x):
-    """A 0-d array as shape (1,), in its own library (the same memory)."""
-    if is_cuda_array(x) and not hasattr(x, "reshape"):  # a bare __cuda_array_interface__
-        return _OneElement(x)
-    return x.reshape(1)
-
-
-class _OneElement:
-    """A bare 0-d ``__cuda_array_interface__`` array seen as shape (1,)."""
-
-    def __init__(self, x):
-        cai = dict(x.__cuda_array_interface__)
-        cai.pop("descr", None)
-        cai["shape"], cai["strides"] = (1,), None
-        self.__cuda_array_interface__ = cai
-        self.shape = (1,)
-        self.dtype = np.dtype(cai["typestr"])
-        self._owner = x
-
-
 def check_jax_fits(shape, dtype, f):
     """A coordinates result of ``dtype`` for a JAX input of ``shape`` must fit the
     dtype JAX holds it in: with JAX's 64-bit mode off, JAX takes int64 as int32 and
@@ -214,30 +191,3 @@ def check_jax_fits(shape, dtype, f):
         f'64-bit mode (jax.config.update("jax_enable_x64", True) at startup, or '
         f"JAX_ENABLE_X64=1){other}"
     )
-
-
-def as_library(lib, target, a):
-    """A new result as the input's library's array: a PyTorch tensor over the same
-    memory for PyTorch inputs on the CPU (CUDA targets allocate in PyTorch and
-    CuPy already); a JAX array for JAX inputs (see :func:`to_jax`)."""
-    if lib == "torch" and target is target_cpu:
-        import torch
-
-        return torch.from_numpy(a)
-    if lib == "jax":
-        return to_jax(target, a)
-    return a
-
-
-def to_jax(target, a):
-    """A result as a JAX array, through DLPack.  JAX runs on streams of its own, so
-    on the GPU the call's work (on the legacy default stream, where JAX inputs run)
-    is waited for first: JAX may then read the result on any stream."""
-    import jax
-
-    if target is target_cpu:
-        return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
-    from cuda.core.utils import StridedMemoryView
-
-    target.synchronize(0, target.describe(a, "result", "to_jax").device)
-    return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))

@@ -6,12 +6,14 @@ on first use, so ``import dmlnumba`` stays light.
 """
 
 import os
+import sys
 import time
 from typing import Any
 
 import numpy as np
 
 from .. import config
+from .. import target as _shared
 from ..arrays import library
 from ..layout import c_strides, extent, slice_geometry
 from ..params import NONZERO_CPU, pack
@@ -271,7 +273,9 @@ def call_stream(lib, stream, x):
 
 
 def check_stream(stream, func):
-    """Nothing to check: the API refuses ``stream=`` for CPU calls."""
+    """A CPU call has no stream: ``stream=`` is refused."""
+    if stream is not None:
+        raise ValueError(f"{func}(): stream= applies to CUDA calls only; this call runs on the CPU")
 
 
 def read_count(count, stream=None, func=None):
@@ -567,7 +571,7 @@ def argwhere(x):
     return coords
 
 
-def nonzero_run(x, shape, origin, width, dtype):
+def nonzero_stripe(x, shape, origin, width, dtype):
     """nonzero_coordinates of ``x``, a block of a larger array of ``shape`` at ``origin``
     (its first element's coordinates) that is one contiguous run of that array's
     row-major order (a dask stripe): ``(count, coordinates)`` with coordinates in the
@@ -639,3 +643,60 @@ def nonzero(x, width, count, coords, stream=None, limit=None, func=None):
         contiguous=bool(x.flags.c_contiguous),
         limit=x.size if limit is None else limit,
     )
+
+
+# ------------------------------------------------------------------ the Target interface
+# (dmlnumba.target.Target: the calls a prepared Call makes of this target)
+
+_self = sys.modules[__name__]
+
+
+def check_out(out, dtype, shape, name, func, x):
+    """A caller's output as a NumPy array, checked (:func:`dmlnumba.target.check_out`)."""
+    return _shared.check_out(_self, out, dtype, shape, name, func, x, library(out) == "torch")
+
+
+def as_library(lib, a, bf16=False):
+    """A new NumPy result as the input's library's array: a PyTorch tensor over the
+    same memory (``bf16``: float16 bits as bfloat16), a JAX array through DLPack."""
+    if lib == "torch":
+        import torch
+
+        t = torch.from_numpy(a)
+        return t.view(torch.bfloat16) if bf16 else t
+    if lib == "jax":
+        import jax
+
+        return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
+    return a
+
+
+def slice1_call(c):
+    """slice1 (:func:`dmlnumba.target.slice1_into`); a NumPy call into the NumPy
+    array ``out`` keeps its runner of ``(input, out)`` (``c.key``: the call's
+    parameters are tuples of ints)."""
+    if c.out is None or c.key is None:
+        return _shared.slice1_into(_self, c)
+    o = check_out(c.out, c.x.dtype, c.shape, "out", c.f, c.x)
+    if o is c.out:
+        run = slice1_out_runner(c.x, c.starts, c.steps, o)
+        c.keep(run)
+        if run(c.input, c.out):  # False where out may overlap the input
+            return c.out
+    slice1(c.x, c.starts, c.steps, o)
+    return c.given_out
+
+
+def nonzero_call(c):
+    """nonzero_coordinates (:func:`dmlnumba.target.nonzero_into`)."""
+    return _shared.nonzero_into(_self, c)
+
+
+def argwhere_call(c):
+    """The compact rows: an input of at most :data:`ARGWHERE_BUFFER_MAX` elements
+    through a worst-case buffer, a larger one counted first (:func:`argwhere`)."""
+    run = argwhere_runner(c.x)
+    if c.key is not None:
+        c.keep(run)
+    rows = as_library(c.lib, run(c.x))
+    return rows[:, :0] if c.zero_d else rows

@@ -16,8 +16,13 @@ the same stream (as CUB initialises its tile status per call).  Calls on
 different streams share nothing but the plans (no lock).
 """
 
+import sys
+
 import numpy as np
 from numba import cuda
+
+from .. import target as _shared
+from ..arrays import library
 
 from ..layout import c_strides
 from ..validation import shares_memory as shares_memory_exact
@@ -338,3 +343,48 @@ def slice1_runner(x, starts, steps, out_shape, lib):
         return o
 
     return run
+
+
+# ------------------------------------------------------------------ the Target interface
+# (dmlnumba.target.Target: the calls a prepared Call makes of this target)
+
+_self = sys.modules[__name__]
+
+
+def check_out(out, dtype, shape, name, func, x):
+    """A caller's CUDA output as a view, checked (:func:`dmlnumba.target.check_out`)."""
+    return _shared.check_out(_self, out, dtype, shape, name, func, x, library(out) == "torch")
+
+
+def as_library(lib, a, bf16=False):
+    """A new result (allocated in the input's library already) as handed back: a
+    float16 PyTorch tensor's bits as bfloat16 (``bf16``); for a JAX input, a JAX array
+    through DLPack once the call's work is done (JAX reads on streams of its own; the
+    call ran on the legacy default stream, where JAX inputs run)."""
+    if lib == "jax":
+        import jax
+        from cuda.core.utils import StridedMemoryView
+
+        synchronize(0, describe(a, "result", "to_jax").device)
+        return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))
+    if bf16:
+        return a.view(sys.modules["torch"].bfloat16)
+    return a
+
+
+def slice1_call(c):
+    """slice1 (:func:`dmlnumba.target.slice1_into`)."""
+    return _shared.slice1_into(_self, c)
+
+
+def nonzero_call(c):
+    """nonzero_coordinates (:func:`dmlnumba.target.nonzero_into`)."""
+    return _shared.nonzero_into(_self, c)
+
+
+def argwhere_call(c):
+    """The compact rows: counted first (a wait), then written
+    (:func:`dmlnumba.target.counted_rows`)."""
+    rows = _shared.counted_rows(_self, c.x, c.width, c.dtype, c.lib, c.stream, c.f)
+    rows = as_library(c.lib, rows)
+    return rows[:, :0] if c.zero_d else rows

@@ -1,0 +1,228 @@
+"""The runners of repeated calls, and one key function per operator that finds them.
+
+A validated call into new outputs (NumPy arrays on the CPU, PyTorch CUDA tensors and
+CuPy arrays on their GPU, numba device arrays) keeps a runner under a key of
+everything its validation read: the input's type, dtype, shape, strides and device,
+the parameters, and the settings' generation (so that a changed setting reaches the
+next call).  A repeat of such a call finds the runner here and skips validation and
+layout work.  Parameters are keys only when they are tuples or lists of Python ints
+(so that 1.0 or True never stands for 1).
+
+Each key function (:func:`slice1`, :func:`nonzero`, also argwhere's) returns ``(key,
+runner)``: the key a new runner is kept under (None: the call keeps none) and the
+runner kept there, or None.  The API passes the key on to the prepare step, which
+asks nothing twice.  Part of the prepare step: it asks which library an input
+belongs to.
+"""
+
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .arrays import current_cupy_device, library
+from .caches import Bounded
+from .interop import traced
+
+#: Runners by key: slice1's id keys hold ``(runner, offsets, sizes, strides,
+#: output_sizes)`` (see :func:`_slice1_id_key`), every other key the runner.
+runners = Bounded()
+
+_ndarray = np.ndarray
+
+
+def _int_params(*params):
+    """The parameters as a key: each a tuple of Python ints, or None where it is None;
+    None where one is anything but a tuple or list of Python ints (such calls take
+    the full path, which checks them)."""
+    key = []
+    for p in params:
+        if p is not None:
+            tp = type(p)
+            if tp is list:
+                p = tuple(p)
+            elif tp is not tuple:
+                return None
+            for i in p:
+                if type(i) is not int:
+                    return None
+        key.append(p)
+    return tuple(key)
+
+
+def _layout_key(input, lib, device, stream):
+    """The layout part of a repeated call's key, for calls into new outputs on the
+    input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
+    device), PyTorch CUDA tensors, CuPy arrays and numba device arrays.  None for
+    anything else (those calls take the full path every time)."""
+    if stream is not None:
+        return None
+    tp = type(input)
+    if tp is _ndarray:
+        if device is None or device == "cpu":
+            return (tp, input.dtype, input.shape, input.strides, device, config.GENERATION)
+        if device == "cuda":
+            from . import dispatch  # the CUDA target, where a call has loaded it
+
+            if dispatch._cuda is not None:
+                dev = dispatch._cuda.current_device()
+                return (tp, input.dtype, input.shape, input.strides, device, dev, config.GENERATION)
+        return None
+    if device is not None:
+        return None
+    if lib == "torch":
+        if not input.is_cuda or input.is_neg():
+            return None
+        return (
+            tp,
+            input.dtype,
+            input.shape,
+            input.stride(),
+            input.get_device(),
+            input.requires_grad,
+            input.layout,
+            config.GENERATION,
+        )
+    if lib == "cupy":
+        # A runner allocates on CuPy's current device: other devices take the full path.
+        dev = input.data.device_id
+        if dev != current_cupy_device():
+            return None
+        return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
+    if lib == "numba":
+        # The device of the array's numba context (a runner is made only where that is
+        # its memory's, see gpu.target._fast_ok).
+        try:
+            dev = input.gpu_data.context.device.id
+        except AttributeError:  # no numba context to tell: the full path, every time
+            return None
+        return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
+    return None
+
+
+def _plain_dtype(dtype):
+    """Whether ``dtype`` may be part of a runner's key: a type, a string, a NumPy or a
+    PyTorch dtype, whose hash runs none of the caller's code (which could change the
+    input)."""
+    tp = type(dtype)
+    return tp is type or tp is str or issubclass(tp, np.dtype) or tp.__module__ == "torch"
+
+
+def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
+    """``(key, runner)`` of a nonzero_coordinates (``f``) or argwhere call; the key
+    None where the call keeps no runner (``outs``: it writes the caller's outputs).
+    A NumPy input's key is flat (the common repeated call, the fast path)."""
+    if outs or traced(input):
+        return None, None
+    if not (
+        (width is None or type(width) is int)
+        and (max_count is None or type(max_count) is int)
+        and (type(dtype) is type or _plain_dtype(dtype))  # the default first: no call
+    ):
+        return None, None
+    if type(input) is _ndarray and device is None and stream is None:
+        key: Any = (
+            f,
+            input.dtype,
+            input.shape,
+            input.strides,
+            width,
+            dtype,
+            type(dtype),
+            max_count,
+            config.GENERATION,
+        )
+    else:
+        layout = _layout_key(input, library(input), device, stream)
+        if layout is None:
+            return None, None
+        key = (f, layout, width, dtype, type(dtype), max_count)
+    try:
+        return key, runners.get(key)
+    except TypeError:  # an unhashable dtype argument: the checks say what is wrong
+        return None, None
+
+
+def _slice1_id_key(input, offsets, sizes, strides, output_sizes, out):
+    """The key of a slice1 call on the NumPy array ``input`` (``device`` and ``stream``
+    None) by the identity of its parameters: a repeat that passes the same tuple
+    objects (a stored window, literal tuples) finds its runner without reading a
+    parameter.  Only tuples of Python ints are kept under such a key (immutable, so
+    the same object means the same values), and the entry holds them, so that no
+    other object can take their ids while it lives.  ``out``: a NumPy output's
+    layout and writeable flag are part of the key (None where it is any other kind
+    of array)."""
+    key = (
+        "slice1",
+        id(offsets),
+        id(sizes),
+        id(strides),
+        id(output_sizes),
+        input.dtype,
+        input.shape,
+        input.strides,
+        config.GENERATION,
+    )
+    if out is None:
+        return key
+    if type(out) is not _ndarray:
+        return None
+    return key + (out.dtype, out.shape, out.strides, out.flags.writeable)
+
+
+def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
+    """``(key, runner)`` of a slice1 call: the runner a function of the input (of
+    ``(input, out)`` with ``out``: True where it wrote, False where ``out`` may
+    overlap the input and the full path must run).  The key, for the prepare step:
+    ``(id_key, value_key, params)``, either key None where it does not apply."""
+    if traced(input, out):
+        return None, None
+    id_key = value_key = None
+    params = (offsets, sizes, strides, output_sizes)
+    if type(input) is _ndarray and device is None and stream is None:
+        id_key = _slice1_id_key(input, offsets, sizes, strides, output_sizes, out)
+        if id_key is not None:
+            run = runners.get(id_key)
+            if run is not None:
+                return None, run[0]
+        if not all(p is None or type(p) is tuple for p in params):
+            id_key = None
+    if out is None:
+        ints = _int_params(*params)
+        layout = _layout_key(input, library(input), device, stream) if ints is not None else None
+        if layout is not None:
+            value_key = ("slice1", layout, ints)
+            run = runners.get(value_key)
+            if run is not None:
+                if id_key is not None:
+                    runners.put(id_key, (run,) + params)
+                return None, run
+    elif id_key is not None and _int_params(*params) is None:
+        id_key = None
+    if id_key is None and value_key is None:
+        return None, None
+    return (id_key, value_key, params), None
+
+
+def keeper(key):
+    """The function that keeps a new nonzero or argwhere runner under ``key`` (their
+    key function's), or None where the call keeps none."""
+    if key is None:
+        return None
+    return lambda run: runners.put(key, run)
+
+
+def slice1_keeper(key):
+    """The function that keeps a new slice1 runner under ``key`` (:func:`slice1`'s):
+    under its value key, and under its id key with the parameter tuples it holds."""
+    if key is None:
+        return None
+    id_key, value_key, params = key
+
+    def keep(run):
+        if value_key is not None:
+            runners.put(value_key, run)
+        if id_key is not None:
+            runners.put(id_key, (run,) + params)
+
+    return keep
