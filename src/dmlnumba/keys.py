@@ -111,7 +111,8 @@ def _plain_dtype(dtype):
 def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
     """``(key, runner)`` of a nonzero_coordinates (``f``) or argwhere call; the key
     None where the call keeps no runner (``outs``: it writes the caller's outputs).
-    A NumPy input's key is flat (the common repeated call, the fast path)."""
+    A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
+    the same for ``device="cpu"``."""
     if outs or traced(input):
         return None, None
     if not (
@@ -120,7 +121,7 @@ def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
         and (type(dtype) is type or _plain_dtype(dtype))  # the default first: no call
     ):
         return None, None
-    if type(input) is _ndarray and device is None and stream is None:
+    if type(input) is _ndarray and stream is None and (device is None or device == "cpu"):
         key: Any = (
             f,
             input.dtype,
