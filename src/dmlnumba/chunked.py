@@ -495,17 +495,27 @@ def nonzero(x, width, dtype, max_count, device, f, op=run_nonzero):
 # (dmlnumba.target.Runs: the calls a prepared Call of a dask array makes)
 
 
-def slice1_call(call):
-    """slice1 (``call.args``: the parameters as read once by the prepare step)."""
-    return slice1(call.input, *call.args, call.device)
+def slice1_call(c):
+    """slice1 (``c.args``: the parameters as read once by the prepare step)."""
+    offsets, sizes, strides, output_sizes = c.args
+    return slice1(c.input, offsets, sizes, strides, output_sizes, c.device)
 
 
-def nonzero_call(call):
-    """nonzero_coordinates (``call.args``: ``(width, dtype, max_count)`` read once)."""
-    return nonzero(call.input, *call.args, call.device, call.f)
+def nonzero_call(c):
+    """nonzero_coordinates (``c.args``: ``(width, dtype, max_count)`` read once)."""
+    width, dtype, max_count = c.args
+    return nonzero(c.input, width, dtype, max_count, c.device, c.f)
 
 
-def argwhere_call(call):
+def argwhere_call(c):
     """The compact rows of :func:`nonzero`, as ``numpy.argwhere`` gives them."""
-    rows = nonzero(call.input, *call.args, call.device, call.f)[1]
-    return rows[:, :0] if call.zero_d else rows
+    width, dtype, max_count = c.args
+    rows = nonzero(c.input, width, dtype, max_count, c.device, c.f)[1]
+    if c.zero_d:
+        rows = rows[:, :0]
+    return rows.T if c.transposed else rows
+
+
+def empty_result(c, shape, dtype):
+    """A lazy empty slice of the input, of its chunk type (``dtype``: the input's)."""
+    return c.input[tuple(slice(0, n) for n in shape)]

@@ -24,7 +24,7 @@ import numpy as np
 from . import dispatch, keys
 from . import validation as v
 from .arrays import is_cuda_array, library
-from .interop import torch_ops, traced
+from .interop import torch_ops, torch_view, traced
 from .target import Call, Runs
 
 _INT64 = np.dtype(np.int64)
@@ -34,7 +34,10 @@ def adapter(name: str) -> Runs:
     """The adapter module that runs traced (``"torch"``) or dask (``"dask"``) calls,
     imported on first use (PyTorch and dask load only where a call needs them)."""
     if name == "torch":
-        return torch_ops()
+        torch_ops()  # registered (see dmlnumba.interop.torch_ops_ready)
+        from . import torch_ops as traced_ops
+
+        return traced_ops
     from . import chunked
 
     return chunked
@@ -89,8 +92,8 @@ def nonzero(
         return Call(f, input, "torch", adapter("torch"), args=args)
     if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it, as argwhere does
         input = _as_array(input, f)
-        outs = out_count is not None or out_coordinates is not None
-        key = keys.nonzero(f, input, width, dtype, max_count, device, stream, outs)[0]
+        given = out_count is not None or out_coordinates is not None
+        key = keys.nonzero(f, input, width, dtype, max_count, device, stream, given)[0]
     # Read once, before the input's layout: a parameter's __index__ may change the input.
     width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
     lib = library(input)  # asked once: every layer below is told
@@ -123,9 +126,10 @@ class _OneElement:
         self._owner = x
 
 
-def argwhere(input, device, stream, key) -> Call:
+def argwhere(input, device, stream, key, transposed=False) -> Call:
     """argwhere's :class:`~dmlnumba.target.Call` (``call.zero_d``: a 0-d input, whose
-    one element is read as shape (1,), its rows then given no column)."""
+    one element is read as shape (1,), its rows then given no column;
+    ``transposed``: ONNX NonZero's ``(ndim, count)``)."""
     f = "argwhere"
     if traced(input):
         return Call(f, input, "torch", adapter("torch"), args=(device, stream))
@@ -138,7 +142,33 @@ def argwhere(input, device, stream, key) -> Call:
         _no_outputs_for_dask(f, stream)
         c = Call(f, input, lib, adapter("dask"), device=device, args=(None, _INT64, None))
     else:
-        c = dispatch.nonzero_call(input, None, _INT64, None, None, None, device, stream, lib, f, key)
+        c = dispatch.nonzero_call(
+            input, None, _INT64, None, None, None, device, stream, lib, f, key
+        )
         c.keep = keys.keeper(c.key)
-    c.zero_d = zero_d
+    c.zero_d, c.transposed = zero_d, transposed
     return c
+
+
+def view(x, f, name) -> Call:
+    """The :class:`~dmlnumba.target.Call` of an array read as the operators read it
+    (``call.x``: its target's view; a dask array as it is), for an adapter that
+    works out a call's parameters from the input's shape and dtype (ONNX's)."""
+    lib = library(x)
+    if lib == "dask":
+        return Call(f, x, lib, adapter("dask"), x=x)
+    bf16 = False
+    if lib == "torch":
+        x, bf16 = torch_view(x, f, name)
+    target, a = dispatch.resolve(x, None, f, name, lib)
+    return Call(f, x, lib, target, x=a, bf16=bf16)
+
+
+def host_values(values, f):
+    """An array of any library as a NumPy array on the host (read back from a GPU);
+    anything else as ``numpy.asarray`` reads it."""
+    if library(values) == "torch":
+        return values.detach().cpu().numpy()
+    if is_cuda_array(values):  # CuPy, numba device arrays
+        return dispatch.cuda_target(f).to_host(values)
+    return np.asarray(values)

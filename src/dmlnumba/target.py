@@ -33,9 +33,10 @@ class Call:
     the call's stream handle; ``key`` where a runner made by the call is kept (None:
     none is kept), ``keep`` the function that keeps it.  slice1: ``starts``,
     ``steps``, ``shape`` (the output's), ``out`` (as written; ``given_out`` as
-    returned: a bfloat16 tensor's float16 view is written, where ``bf16``); nonzero: ``width``, ``dtype``,
-    ``rows``, ``max_count``, ``out_count``, ``out_coordinates``; argwhere: ``zero_d``
-    (a 0-d input read as shape (1,), whose rows keep no column).  ``args``: the
+    returned: a bfloat16 tensor's float16 view is written, where ``bf16``); nonzero:
+    ``width``, ``dtype``, ``rows``, ``max_count``, ``out_count``, ``out_coordinates``;
+    argwhere: ``zero_d`` (a 0-d input read as shape (1,), whose rows keep no column), ``transposed`` (ONNX's
+    NonZero: the rows transposed, a new C-contiguous ``(ndim, count)`` array).  ``args``: the
     caller's arguments, for targets that take them as given (traced calls) or
     validated only (dask: ``device`` and the parameters read once)."""
 
@@ -51,6 +52,7 @@ class Call:
         "keep",
         "bf16",
         "zero_d",
+        "transposed",
         "starts",
         "steps",
         "shape",
@@ -65,10 +67,35 @@ class Call:
         "args",
     )
 
+    f: Any
+    input: Any
+    lib: Any
+    target: Any
+    x: Any
+    stream: Any
+    device: Any
+    key: Any
+    keep: Any
+    bf16: Any
+    zero_d: Any
+    transposed: Any
+    starts: Any
+    steps: Any
+    shape: Any
+    out: Any
+    given_out: Any
+    width: Any
+    dtype: Any
+    rows: Any
+    max_count: Any
+    out_count: Any
+    out_coordinates: Any
+    args: Any
+
     def __init__(self, f: str, input: Any, lib: Any, target: Any, **fields: Any) -> None:
         self.f, self.input, self.lib, self.target = f, input, lib, target
         self.x = self.stream = self.device = self.key = self.keep = self.args = None
-        self.bf16 = self.zero_d = False
+        self.bf16 = self.zero_d = self.transposed = False
         self.starts = self.steps = self.shape = self.out = self.given_out = None
         self.width = self.dtype = self.rows = self.max_count = None
         self.out_count = self.out_coordinates = None
@@ -79,14 +106,20 @@ class Call:
 class Runs(Protocol):
     """What runs a prepared call: every target, and the adapters (dask, traced)."""
 
-    def slice1_call(self, call: Call) -> Any:
+    def slice1_call(self, c: Call) -> Any:
         """The window: a new array of the input's library, or ``call.out`` written."""
 
-    def nonzero_call(self, call: Call) -> tuple[Any, Any]:
+    def nonzero_call(self, c: Call) -> tuple[Any, Any]:
         """``(count, coordinates)``: new arrays, or the caller's outputs written."""
 
-    def argwhere_call(self, call: Call) -> Any:
-        """The compact ``(count, ndim)`` int64 rows."""
+    def argwhere_call(self, c: Call) -> Any:
+        """The compact ``(count, ndim)`` int64 rows (``c.transposed``: ``(ndim,
+        count)``)."""
+
+    def empty_result(self, c: Call, shape: Any, dtype: Any) -> Any:
+        """A new empty result of ``shape`` and ``dtype`` of the array type the call's
+        results have (``c``: :func:`dmlnumba.prepare.view`'s), where they would be
+        allocated; no kernel runs."""
 
 
 class Target(Runs, Protocol):
@@ -134,9 +167,6 @@ class Target(Runs, Protocol):
         func: Any = ...,
     ) -> None:
         """Write the count and at most ``limit`` coordinate rows."""
-
-    def compact_rows(self, x: Any, width: int, dtype: Any, lib: Any, stream: Any) -> Any:
-        """The compact ``(count, width)`` coordinate rows of ``x``, in a new array."""
 
     def nonzero_runner(self, x: Any, width: int, dtype: Any, rows: int, lib: Any) -> Any:
         """A function of an input laid out like ``x`` giving ``(count, coordinates)``

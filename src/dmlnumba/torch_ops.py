@@ -272,10 +272,10 @@ _EAGER = {
 }
 
 
-def slice1_call(call):
-    """:func:`dmlnumba.slice1` through the operators (``call.args``: the caller's)."""
-    input = call.input
-    offsets, sizes, strides, output_sizes, out, device, stream = call.args
+def slice1_call(c):
+    """:func:`dmlnumba.slice1` through the operators (``c.args``: the caller's)."""
+    input = c.input
+    offsets, sizes, strides, output_sizes, out, device, stream = c.args
     if not _tensors(input, out) or device is not None or stream is not None:
         return _eager("slice1")(
             input, offsets, sizes, strides, output_sizes, out=out, device=device, stream=stream
@@ -293,11 +293,11 @@ def slice1_call(call):
     return out
 
 
-def nonzero_call(call):
+def nonzero_call(c):
     """:func:`dmlnumba.nonzero_coordinates` through the operators; with one output,
     or torch.func wrappers, the new outputs are checked and copied in."""
-    input = call.input
-    width, dtype, max_count, out_count, out_coordinates, device, stream = call.args
+    input = c.input
+    width, dtype, max_count, out_count, out_coordinates, device, stream = c.args
     outs = (out_count, out_coordinates)
     if not _tensors(input, *outs) or device is not None or stream is not None:
         return _eager("nonzero_coordinates")(
@@ -329,10 +329,10 @@ def nonzero_call(call):
     return out_count, out_coordinates
 
 
-def argwhere_call(call):
+def argwhere_call(c):
     """:func:`dmlnumba.argwhere` through the operator."""
-    input = call.input
-    device, stream = call.args
+    input = c.input
+    device, stream = c.args
     if not _tensors(input) or device is not None or stream is not None:
         return _eager("argwhere")(input, device=device, stream=stream)
     if input.dim() == 0:  # NumPy's (1, 0) or (0, 0), as the eager call gives

@@ -698,5 +698,14 @@ def argwhere_call(c):
     run = argwhere_runner(c.x)
     if c.key is not None:
         c.keep(run)
-    rows = as_library(c.lib, run(c.x))
-    return rows[:, :0] if c.zero_d else rows
+    rows = run(c.x)
+    if c.zero_d:
+        rows = rows[:, :0]
+    if c.transposed:
+        rows = np.ascontiguousarray(rows.T)
+    return as_library(c.lib, rows)
+
+
+def empty_result(c, shape, dtype):
+    """A new empty NumPy result, as the input's library's array."""
+    return as_library(c.lib, np.empty(shape, dtype), c.bf16)

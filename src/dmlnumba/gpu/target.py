@@ -23,7 +23,6 @@ from numba import cuda
 
 from .. import target as _shared
 from ..arrays import library
-
 from ..layout import c_strides
 from ..validation import shares_memory as shares_memory_exact
 from ..validation import uint_of_size
@@ -386,5 +385,29 @@ def argwhere_call(c):
     """The compact rows: counted first (a wait), then written
     (:func:`dmlnumba.target.counted_rows`)."""
     rows = _shared.counted_rows(_self, c.x, c.width, c.dtype, c.lib, c.stream, c.f)
-    rows = as_library(c.lib, rows)
-    return rows[:, :0] if c.zero_d else rows
+    if c.zero_d:
+        rows = rows[:, :0]
+    if c.transposed:
+        rows = _transposed(rows, c)
+    return as_library(c.lib, rows)
+
+
+def _transposed(rows, c):
+    """The ``(n, w)`` rows transposed into a new C-contiguous ``(w, n)`` array."""
+    v = describe(rows, "coordinates", c.f)
+    n, w = v.shape
+    ks = call_stream(c.lib, c.stream, c.x)
+    new = empty((w, n), v.dtype, ks, c.x, c.lib, c.f)
+    if n and w:
+        t = DeviceView(
+            v.obj, (w, n), v.strides[::-1], v.dtype, v.ptr, v.readonly, v.device, lib=v.lib
+        )
+        slice1(t, (0, 0), (1, 1), describe(new, "coordinates", c.f), ks, fresh=True)
+    return new
+
+
+def empty_result(c, shape, dtype):
+    """A new empty result of the input's library, on its device."""
+    x = c.x
+    ks = call_stream(c.lib, None, x)
+    return as_library(c.lib, empty(shape, dtype, ks, x, c.lib, c.f), c.bf16)
