@@ -116,17 +116,17 @@ class Runs(Protocol):
         """The compact ``(count, ndim)`` int64 rows (``c.transposed``: ``(ndim,
         count)``)."""
 
-    def empty_result(self, c: Call, shape: Any, dtype: Any) -> Any:
-        """A new empty result of ``shape`` and ``dtype`` of the array type the call's
-        results have (``c``: :func:`dmlnumba.prepare.view`'s), where they would be
-        allocated; no kernel runs."""
-
 
 class Target(Runs, Protocol):
     #: "cpu" or "cuda", for messages.
     name: str
     #: The largest nonzero input the target counts (None: the coordinate type's limit).
     MAX_ELEMENTS: int | None
+
+    def empty_result(self, c: Call, shape: Any, dtype: Any) -> Any:
+        """A new empty result of ``shape`` and ``dtype`` of the array type the call's
+        results have (``c``: :func:`dmlnumba.prepare.view`'s), where they would be
+        allocated; no kernel runs."""
 
     def describe(self, a: Any, name: str, func: str) -> Any:
         """A caller's output array as this target's array, or a TypeError naming
