@@ -2,7 +2,7 @@
 :class:`~dmlnumba.target.Call` whose ``target`` runs it.
 
 - a call that PyTorch traces (torch.compile, torch.export) or that holds a wrapper
-  tensor (:func:`~dmlnumba.interop.traced`) runs on the registered operators,
+  tensor (:func:`~dmlnumba.keys.traced`) runs on the registered operators,
   :mod:`dmlnumba.torch_ops`;
 - lists, tuples and scalars are read as ``numpy.asarray`` reads them
   (nonzero_coordinates, argwhere); a 0-d argwhere input is read as shape (1,) and
@@ -24,7 +24,8 @@ import numpy as np
 from . import dispatch, keys
 from . import validation as v
 from .arrays import is_cuda_array, library
-from .interop import torch_ops, torch_view, traced
+from .interop import torch_ops, torch_view
+from .keys import traced
 from .target import Call, Runs
 
 _INT64 = np.dtype(np.int64)

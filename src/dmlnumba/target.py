@@ -35,9 +35,10 @@ class Call:
     ``steps``, ``shape`` (the output's), ``out`` (as written; ``given_out`` as
     returned: a bfloat16 tensor's float16 view is written, where ``bf16``); nonzero:
     ``width``, ``dtype``, ``rows``, ``max_count``, ``out_count``, ``out_coordinates``;
-    argwhere: ``zero_d`` (a 0-d input read as shape (1,), whose rows keep no column), ``transposed`` (ONNX's
-    NonZero: the rows transposed, a new C-contiguous ``(ndim, count)`` array).  ``args``: the
-    caller's arguments, for targets that take them as given (traced calls) or
+    argwhere: ``zero_d`` (a 0-d input read as shape (1,), whose rows keep no column),
+    ``transposed`` (ONNX's NonZero: the rows transposed, a new C-contiguous ``(ndim,
+    count)`` array).  ``args``: the caller's arguments, for targets that take them as
+    given (traced calls) or
     validated only (dask: ``device`` and the parameters read once)."""
 
     __slots__ = (
