@@ -1,6 +1,4 @@
-"""The input libraries' ways, at the API's door: the registered PyTorch operators
-(:mod:`dmlnumba.torch_ops`, for the calls :func:`dmlnumba.keys.traced` sends there),
-PyTorch views the kernels cannot
+"""The input libraries' ways, at the API's door: PyTorch views the kernels cannot
 read as they are (lazily negated, bfloat16), PyTorch's rules for the tensors a
 call writes, JAX's 64-bit mode.  The prepare step and the targets call these: they
 know the library already, and nothing here asks it."""
@@ -10,29 +8,6 @@ import sys
 import numpy as np
 
 _modules = sys.modules
-
-
-def torch_ops_ready():
-    """Register the PyTorch operators (once) and say so.  Under torch.compile this
-    runs when traced, not in the graph (marked as a constant result, see
-    :mod:`dmlnumba._internals`), so that a first call inside a compiled function
-    registers them too."""
-    from . import torch_ops  # noqa: F401  (registers on import)
-
-    return True
-
-
-torch_ops_ready._dynamo_marked_constant = True  # type: ignore[attr-defined]
-
-
-def torch_ops():
-    """The module :mod:`dmlnumba.torch_ops`, registered (see :func:`torch_ops_ready`)."""
-    torch_ops_ready()
-    # An import, not a look-up in sys.modules: torch.compile reads that dict as it
-    # was when tracing began, before the first call imported the module.
-    from . import torch_ops
-
-    return torch_ops
 
 
 def torch_view(t, f, name="input"):

@@ -24,18 +24,41 @@ import numpy as np
 from . import dispatch, keys
 from . import validation as v
 from .arrays import is_cuda_array, library
-from .interop import torch_ops, torch_view
+from .interop import torch_view
 from .keys import traced
 from .target import Call, Runs
 
 _INT64 = np.dtype(np.int64)
 
 
+def torch_ops_ready():
+    """Register the PyTorch operators (once) and say so.  Under torch.compile this
+    runs when traced, not in the graph (marked as a constant result, see
+    :mod:`dmlnumba._internals`), so that a first call inside a compiled function
+    registers them too."""
+    from . import torch_ops  # noqa: F401  (registers on import)
+
+    return True
+
+
+torch_ops_ready._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def torch_ops():
+    """The module :mod:`dmlnumba.torch_ops`, registered (see :func:`torch_ops_ready`)."""
+    torch_ops_ready()
+    # An import, not a look-up in sys.modules: torch.compile reads that dict as it
+    # was when tracing began, before the first call imported the module.
+    from . import torch_ops
+
+    return torch_ops
+
+
 def adapter(name: str) -> Runs:
     """The adapter module that runs traced (``"torch"``) or dask (``"dask"``) calls,
     imported on first use (PyTorch and dask load only where a call needs them)."""
     if name == "torch":
-        torch_ops()  # registered (see dmlnumba.interop.torch_ops_ready)
+        torch_ops()  # registered (see torch_ops_ready)
         from . import torch_ops as traced_ops
 
         return traced_ops
