@@ -216,50 +216,48 @@ def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
         return None, None
 
 
-def _slice1_id_key(input, offsets, sizes, strides, output_sizes, out):
-    """The key of a slice1 call on the NumPy array ``input`` (``device`` and ``stream``
-    None) by the identity of its parameters: a repeat that passes the same tuple
-    objects (a stored window, literal tuples) finds its runner without reading a
-    parameter.  Only tuples of Python ints are kept under such a key (immutable, so
-    the same object means the same values), and the entry holds them, so that no
-    other object can take their ids while it lives.  ``out``: a NumPy output's
-    layout and writeable flag are part of the key (None where it is any other kind
-    of array)."""
-    key = (
-        "slice1",
-        id(offsets),
-        id(sizes),
-        id(strides),
-        id(output_sizes),
-        input.dtype,
-        input.shape,
-        input.strides,
-        config.GENERATION,
-    )
-    if out is None:
-        return key
-    if type(out) is not _ndarray:
-        return None
-    return key + (out.dtype, out.shape, out.strides, out.flags.writeable)
-
-
 def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     """``(key, runner)`` of a slice1 call: the runner a function of the input (of
     ``(input, out)`` with ``out``: True where it wrote, False where ``out`` may
     overlap the input and the full path must run).  The key, for the prepare step:
-    ``(id_key, value_key, params)``, either key None where it does not apply."""
+    ``(id_key, value_key, params)``, either key None where it does not apply.
+
+    A call on a NumPy array (``device`` and ``stream`` None) is first looked up by
+    the identity of its parameters (the id key): a repeat that passes the same tuple
+    objects (a stored window, literal tuples) finds its runner without reading a
+    parameter.  Only tuples of Python ints are kept under such a key (immutable, so
+    the same object means the same values), and the entry holds them, so that no
+    other object can take their ids while it lives.  A NumPy ``out``'s layout and
+    writeable flag are part of it (no id key for any other kind of output).  Then
+    by the parameters' values (the value key; new outputs only)."""
     if traced(input, out):
         return None, None
-    id_key = value_key = None
-    params = (offsets, sizes, strides, output_sizes)
+    id_key: Any = None
     if type(input) is _ndarray and device is None and stream is None:
-        id_key = _slice1_id_key(input, offsets, sizes, strides, output_sizes, out)
+        id_key = (
+            "slice1",
+            id(offsets),
+            id(sizes),
+            id(strides),
+            id(output_sizes),
+            input.dtype,
+            input.shape,
+            input.strides,
+            config.GENERATION,
+        )
+        if out is not None:
+            if type(out) is _ndarray:
+                id_key += (out.dtype, out.shape, out.strides, out.flags.writeable)
+            else:
+                id_key = None
         if id_key is not None:
             run = runners.get(id_key)
             if run is not None:
                 return None, run[0]
-        if not all(p is None or type(p) is tuple for p in params):
-            id_key = None
+    params = (offsets, sizes, strides, output_sizes)
+    if id_key is not None and not all(p is None or type(p) is tuple for p in params):
+        id_key = None
+    value_key = None
     if out is None:
         ints = _int_params(*params)
         layout = _layout_key(input, library(input), device, stream) if ints is not None else None
