@@ -1,6 +1,6 @@
 """The CPU target: NumPy arrays in, flat views to the numba kernels, results out.
 
-Arguments arrive validated (see :mod:`dmlnumba.api`); this module only lays
+Arguments arrive validated (see :mod:`dmlnumba.dispatch`); this module only lays
 arrays out for the kernels and launches them.  It imports numba's CPU kernels
 on first use, so ``import dmlnumba`` stays light.
 """
@@ -372,7 +372,7 @@ def _reader(x):
 def slice1_runner(x, starts, steps, out_shape, lib=None):
     """A function that runs this validated slice1 call (into a new output) on any
     input laid out like ``x`` (same dtype, shape and strides), with the layout
-    work done once.  :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``:
+    work done once.  :mod:`dmlnumba.keys` keeps these for repeated calls.  ``lib``:
     the input's library, as for :func:`dmlnumba.gpu.target.slice1_runner` (only
     plain NumPy arrays reach this target's runners, so None)."""
     dtype = x.dtype
