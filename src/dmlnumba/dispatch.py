@@ -131,8 +131,14 @@ def resolve(
     dev = parse_device(device, func)
     if dev is None:
         # The library's answer where it settles it (a PyTorch tensor says where it is).
-        cuda = x.is_cuda if lib == "torch" else lib in ("cupy", "numba") or is_cuda_array(x, lib)
-        if cuda and not isinstance(x, np.ndarray):
+        # A NumPy array first: the common call, and never a CUDA one.
+        if isinstance(x, np.ndarray):
+            cuda = False
+        elif lib == "torch":
+            cuda = x.is_cuda
+        else:
+            cuda = lib in ("cupy", "numba") or is_cuda_array(x, lib)
+        if cuda:
             t = cuda_target(func)
             return t, t.as_device_array(x, None, func, name, lib)
         process.check_env(func)

@@ -31,6 +31,12 @@ runners = Bounded()
 _ndarray = np.ndarray
 _modules = sys.modules
 
+#: A key function's key for a call that PyTorch traces (:func:`traced`): the prepare
+#: step sends it to the registered operators without asking again.
+TRACED = ("traced",)
+#: The prepare step's ``key`` where no key function was asked (an adapter's call).
+UNASKED = ("unasked",)
+
 
 # ------------------------------------------------------------------ traced calls
 # (asked first: a traced call keeps no runner, and runs on dmlnumba.torch_ops)
@@ -182,10 +188,13 @@ def _plain_dtype(dtype):
 
 def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
     """``(key, runner)`` of a nonzero_coordinates (``f``) or argwhere call; the key
-    None where the call keeps no runner (``outs``: it writes the caller's outputs).
+    None where the call keeps no runner (``outs``: it writes the caller's outputs),
+    :data:`TRACED` where PyTorch traces it.
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
-    if outs or traced(input):
+    if traced(input):
+        return TRACED, None
+    if outs:
         return None, None
     if not (
         (width is None or type(width) is int)
@@ -220,7 +229,8 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     """``(key, runner)`` of a slice1 call: the runner a function of the input (of
     ``(input, out)`` with ``out``: True where it wrote, False where ``out`` may
     overlap the input and the full path must run).  The key, for the prepare step:
-    ``(id_key, value_key, params)``, either key None where it does not apply.
+    ``(id_key, value_key, params)``, either key None where it does not apply;
+    :data:`TRACED` for a traced call.
 
     A call on a NumPy array (``device`` and ``stream`` None) is first looked up by
     the identity of its parameters (the id key): a repeat that passes the same tuple
@@ -231,7 +241,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     writeable flag are part of it (no id key for any other kind of output).  Then
     by the parameters' values (the value key; new outputs only)."""
     if traced(input, out):
-        return None, None
+        return TRACED, None
     id_key: Any = None
     if type(input) is _ndarray and device is None and stream is None:
         id_key = (
@@ -278,7 +288,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
 def keeper(key):
     """The function that keeps a new nonzero or argwhere runner under ``key`` (their
     key function's), or None where the call keeps none."""
-    if key is None:
+    if key is None or key is TRACED:
         return None
     return lambda run: runners.put(key, run)
 
@@ -286,7 +296,7 @@ def keeper(key):
 def slice1_keeper(key):
     """The function that keeps a new slice1 runner under ``key`` (:func:`slice1`'s):
     under its value key, and under its id key with the parameter tuples it holds."""
-    if key is None:
+    if key is None or key is TRACED:
         return None
     id_key, value_key, params = key
 

@@ -222,7 +222,7 @@ def slice(  # ONNX's name: this module's code says builtins.slice for Python's
     offsets, sizes, strides, out = _params(c.x.shape, starts, ends, axes, steps, f, "data")
     if 0 in out:
         return c.target.empty_result(c, out, dtype)
-    call = prepare.slice1(data, offsets, sizes, strides, out, None, None, None, None)
+    call = prepare.slice1(data, offsets, sizes, strides, out, None, None, None)
     return call.target.slice1_call(call)
 
 
@@ -242,7 +242,7 @@ def nonzero(x: Any) -> Any:
     if ndim:  # 1 to 8 dimensions, or 0 (ONNX's scalar case, read as 1 element)
         check_ndim(ndim, f, "x")
     # argwhere's compact rows, transposed into a new C-contiguous array (dask: lazily).
-    call = prepare.argwhere(x, None, None, None, transposed=True)
+    call = prepare.argwhere(x, None, None, transposed=True)
     return call.target.argwhere_call(call)
 
 

@@ -14,7 +14,9 @@
   checks everything before anything is written.
 
 ``key``: a key function's (:mod:`dmlnumba.keys`) key, under which the call's target
-keeps the runner it makes (``call.keep``).
+keeps the runner it makes (``call.keep``); :data:`~dmlnumba.keys.TRACED` where
+PyTorch traces the call (the key function asked, first); ``UNASKED`` where no key
+function was asked (an adapter's call): it is asked here.
 """
 
 from typing import Any
@@ -25,7 +27,7 @@ from . import dispatch, keys
 from . import validation as v
 from .arrays import is_cuda_array, library
 from .interop import torch_view
-from .keys import traced
+from .keys import TRACED, UNASKED
 from .target import Call, Runs
 
 _INT64 = np.dtype(np.int64)
@@ -81,13 +83,20 @@ def _no_outputs_for_dask(f, stream, **outs):
         )
 
 
-def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, key) -> Call:
+def _lib(input):
+    """The input's library (a NumPy array's, None, without asking)."""
+    return None if type(input) is np.ndarray else library(input)
+
+
+def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, key=UNASKED) -> Call:
     """slice1's :class:`~dmlnumba.target.Call`."""
     f = "slice1"
-    if traced(input, out):
+    if key is UNASKED:
+        key = keys.slice1(input, offsets, sizes, strides, output_sizes, out, device, stream)[0]
+    if key is TRACED:
         args = (offsets, sizes, strides, output_sizes, out, device, stream)
         return Call(f, input, "torch", adapter("torch"), args=args)
-    lib = library(input)  # asked once: every layer below is told
+    lib = _lib(input)  # asked once: every layer below is told
     if lib == "dask":
         # Read once, before the input's layout: a parameter's __index__ may change it.
         args = v.slice1_args(offsets, sizes, strides, output_sizes)
@@ -107,20 +116,22 @@ def _as_array(input, f):
 
 
 def nonzero(
-    input, width, dtype, max_count, out_count, out_coordinates, device, stream, key
+    input, width, dtype, max_count, out_count, out_coordinates, device, stream, key=UNASKED
 ) -> Call:
     """nonzero_coordinates' :class:`~dmlnumba.target.Call`."""
     f = "nonzero_coordinates"
-    if traced(input, out_count, out_coordinates):
+    given = out_count is not None or out_coordinates is not None
+    if key is UNASKED:
+        key = keys.nonzero(f, input, width, dtype, max_count, device, stream, given)[0]
+    if key is TRACED or (given and keys.traced(input, out_count, out_coordinates)):
         args = (width, dtype, max_count, out_count, out_coordinates, device, stream)
         return Call(f, input, "torch", adapter("torch"), args=args)
     if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it, as argwhere does
         input = _as_array(input, f)
-        given = out_count is not None or out_coordinates is not None
         key = keys.nonzero(f, input, width, dtype, max_count, device, stream, given)[0]
     # Read once, before the input's layout: a parameter's __index__ may change the input.
     width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
-    lib = library(input)  # asked once: every layer below is told
+    lib = _lib(input)  # asked once: every layer below is told
     if lib == "dask":
         _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
         return Call(f, input, lib, adapter("dask"), device=device, args=(width, dtype, max_count))
@@ -150,18 +161,20 @@ class _OneElement:
         self._owner = x
 
 
-def argwhere(input, device, stream, key, transposed=False) -> Call:
+def argwhere(input, device, stream, key=UNASKED, transposed=False) -> Call:
     """argwhere's :class:`~dmlnumba.target.Call` (``call.zero_d``: a 0-d input, whose
     one element is read as shape (1,), its rows then given no column;
     ``transposed``: ONNX NonZero's ``(ndim, count)``)."""
     f = "argwhere"
-    if traced(input):
+    if key is UNASKED:
+        key = keys.nonzero(f, input, None, np.int64, None, device, stream)[0]
+    if key is TRACED:
         return Call(f, input, "torch", adapter("torch"), args=(device, stream))
     input = _as_array(input, f)
     zero_d = len(input.shape) == 0
     if zero_d:  # NumPy's (1, 0) or (0, 0): its one element's row, no columns
         input, key = _one_element(input), None
-    lib = library(input)
+    lib = _lib(input)
     if lib == "dask":
         _no_outputs_for_dask(f, stream)
         c = Call(f, input, lib, adapter("dask"), device=device, args=(None, _INT64, None))
