@@ -128,7 +128,7 @@ def _int_params(*params):
     return tuple(key)
 
 
-def _layout_key(input, lib, device, stream):
+def _layout_key(input, device, stream):
     """The layout part of a repeated call's key, for calls into new outputs on the
     input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
     device), PyTorch CUDA tensors, CuPy arrays and numba device arrays.  None for
@@ -148,6 +148,7 @@ def _layout_key(input, lib, device, stream):
         return None
     if device is not None:
         return None
+    lib = library(input)
     if lib == "torch":
         if not input.is_cuda or input.is_neg():
             return None
@@ -215,7 +216,7 @@ def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
             config.GENERATION,
         )
     else:
-        layout = _layout_key(input, library(input), device, stream)
+        layout = _layout_key(input, device, stream)
         if layout is None:
             return None, None
         key = (f, layout, width, dtype, type(dtype), max_count)
@@ -270,7 +271,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     value_key = None
     if out is None:
         ints = _int_params(*params)
-        layout = _layout_key(input, library(input), device, stream) if ints is not None else None
+        layout = _layout_key(input, device, stream) if ints is not None else None
         if layout is not None:
             value_key = ("slice1", layout, ints)
             run = runners.get(value_key)

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import dispatch, keys
 from . import validation as v
-from .arrays import is_cuda_array, library
+from .arrays import _libraries, is_cuda_array, library
 from .interop import torch_view
 from .keys import TRACED, UNASKED
 from .target import Call, Runs
@@ -84,8 +84,13 @@ def _no_outputs_for_dask(f, stream, **outs):
 
 
 def _lib(input):
-    """The input's library (a NumPy array's, None, without asking)."""
-    return None if type(input) is np.ndarray else library(input)
+    """The input's library: :func:`~dmlnumba.arrays.library`'s answer, read from its
+    cache where the key function asked it already."""
+    tp = type(input)
+    if tp is np.ndarray:
+        return None
+    lib = _libraries.get(tp, UNASKED)
+    return library(input) if lib is UNASKED else lib
 
 
 def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, key=UNASKED) -> Call:

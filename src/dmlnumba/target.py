@@ -243,16 +243,11 @@ def check_out(
 
 
 def slice1_into(t: Any, c: Call) -> Any:
-    """slice1 on the target ``t``: a kept runner where the target makes one, else the
-    window written into a new array or into the caller's ``out`` (which the target
-    writes through a buffer where it overlaps the input)."""
+    """slice1 on the target ``t`` (after its runner, where it keeps one): the window
+    written into a new array or into the caller's ``out`` (which the target writes
+    through a buffer where it overlaps the input)."""
     x, f = c.x, c.f
     if c.out is None:
-        if c.key is not None:
-            run = t.slice1_runner(x, c.starts, c.steps, c.shape, c.lib)
-            if run is not None:
-                c.keep(run)
-                return run(c.input)
         ks = t.call_stream(c.lib, c.stream, x)
         new = t.empty(c.shape, x.dtype, ks, x, c.lib, f)
         t.slice1(x, c.starts, c.steps, t.describe(new, "out", f), ks, fresh=True)
@@ -264,17 +259,12 @@ def slice1_into(t: Any, c: Call) -> Any:
 
 
 def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
-    """nonzero_coordinates on the target ``t``: a kept runner, or the count and rows
-    written into new arrays or the caller's outputs.  Where an output overlaps the
-    input the call writes new arrays and then copies them over, so that the whole
-    input is read before anything of it is overwritten."""
+    """nonzero_coordinates on the target ``t`` (after its runner, where it keeps
+    one): the count and rows written into new arrays or the caller's outputs.  Where
+    an output overlaps the input the call writes new arrays and then copies them
+    over, so that the whole input is read before anything of it is overwritten."""
     x, f, w, dt, rows, lib = c.x, c.f, c.width, c.dtype, c.rows, c.lib
     out_count, out_coordinates = c.out_count, c.out_coordinates
-    if c.key is not None:
-        run = t.nonzero_runner(x, w, dt, rows, lib)
-        if run is not None:
-            c.keep(run)
-            return run(c.input)
     oc = ox = None
     if out_count is not None:
         oc = t.check_out(out_count, dt, None, "out_count", f, x)

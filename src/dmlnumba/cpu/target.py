@@ -672,11 +672,17 @@ def as_library(lib, a, bf16=False):
 
 
 def slice1_call(c):
-    """slice1 (:func:`dmlnumba.target.slice1_into`); a NumPy call into the NumPy
-    array ``out`` keeps its runner of ``(input, out)`` (``c.key``: the call's
-    parameters are tuples of ints)."""
-    if c.out is None or c.key is None:
+    """slice1: the runner the call keeps (``c.key``), of the input, or for a NumPy
+    call into the NumPy array ``out`` of ``(input, out)``; else
+    :func:`dmlnumba.target.slice1_into`."""
+    if c.key is None:
         return _shared.slice1_into(_self, c)
+    if c.out is None:
+        run = slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
+        if run is None:
+            return _shared.slice1_into(_self, c)
+        c.keep(run)
+        return run(c.input)
     o = check_out(c.out, c.x.dtype, c.shape, "out", c.f, c.x)
     if o is c.out:
         run = slice1_out_runner(c.x, c.starts, c.steps, o)
@@ -688,7 +694,13 @@ def slice1_call(c):
 
 
 def nonzero_call(c):
-    """nonzero_coordinates (:func:`dmlnumba.target.nonzero_into`)."""
+    """nonzero_coordinates: the runner the call keeps (``c.key``), where this target
+    makes one, else :func:`dmlnumba.target.nonzero_into`."""
+    if c.key is not None:
+        run = nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
     return _shared.nonzero_into(_self, c)
 
 

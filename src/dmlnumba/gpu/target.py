@@ -266,12 +266,24 @@ def as_library(lib, a, bf16=False):
 
 
 def slice1_call(c):
-    """slice1 (:func:`dmlnumba.target.slice1_into`)."""
+    """slice1: the runner the call keeps (``c.key``, new outputs only), where this
+    target makes one, else :func:`dmlnumba.target.slice1_into`."""
+    if c.key is not None and c.out is None:
+        run = slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
     return _shared.slice1_into(_self, c)
 
 
 def nonzero_call(c):
-    """nonzero_coordinates (:func:`dmlnumba.target.nonzero_into`)."""
+    """nonzero_coordinates: the runner the call keeps (``c.key``), where this target
+    makes one, else :func:`dmlnumba.target.nonzero_into`."""
+    if c.key is not None:
+        run = nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
     return _shared.nonzero_into(_self, c)
 
 
