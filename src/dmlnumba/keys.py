@@ -33,9 +33,9 @@ _modules = sys.modules
 
 #: A key function's key for a call that PyTorch traces (:func:`traced`): the prepare
 #: step sends it to the registered operators without asking again.
-TRACED = ("traced",)
+TRACED = "traced"  # a string, whose identity torch.compile's tracing keeps (a tuple's not)
 #: The prepare step's ``key`` where no key function was asked (an adapter's call).
-UNASKED = ("unasked",)
+UNASKED = "unasked"
 
 
 # ------------------------------------------------------------------ traced calls
