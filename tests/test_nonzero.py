@@ -347,8 +347,7 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
     16); an input of more than one tile keeps that floor.  The plan alone, at the
     default settings (the simulator's run sets smaller ones)."""
     from dmlnumba import config
-    from dmlnumba.gpu import plans
-    from dmlnumba.gpu import target as target_cuda
+    from dmlnumba.gpu import plans, runners
 
     for name, value in [
         ("CUDA_THREADS", 256),
@@ -359,9 +358,9 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
         monkeypatch.setattr(config, name, value)
 
     def plan(n):
-        x = target_cuda._new_view((n,), np.dtype(np.float32))
-        count = target_cuda._new_view((1,), np.dtype(np.uint32))
-        coords = target_cuda._new_view((n, 1), np.dtype(np.uint32))
+        x = runners._new_view((n,), np.dtype(np.float32))
+        count = runners._new_view((1,), np.dtype(np.uint32))
+        coords = runners._new_view((n, 1), np.dtype(np.uint32))
         p = plans.NonzeroPlan(x, 1, count, coords, n)
         return dict(p.values)["items"], p.ntiles
 
@@ -382,18 +381,17 @@ def test_cuda_staged_kernel_only_where_its_expansion_fits(threads, monkeypatch):
     up to 256); with more threads such an input takes the unstaged write, transposed
     or not.  The plan alone."""
     from dmlnumba import config
-    from dmlnumba.gpu import plans
-    from dmlnumba.gpu import target as target_cuda
+    from dmlnumba.gpu import plans, runners
     from dmlnumba.gpu.views import DeviceView
 
     monkeypatch.setattr(config, "CUDA_THREADS", threads)
 
     def variant(x):
-        count = target_cuda._new_view((1,), np.dtype(np.uint32))
-        coords = target_cuda._new_view((x.size, 2), np.dtype(np.uint32))
+        count = runners._new_view((1,), np.dtype(np.uint32))
+        coords = runners._new_view((x.size, 2), np.dtype(np.uint32))
         return plans.NonzeroPlan(x, 2, count, coords, x.size).kernel[2]
 
-    x = target_cuda._new_view((64, 4096), np.dtype(np.float32))
+    x = runners._new_view((64, 4096), np.dtype(np.float32))
     assert variant(x) == (True, 2 if threads == 256 else 0)
     t = DeviceView(None, (64, 4096), (4, 256), np.dtype(np.float32), 0, False)  # a transpose
     got = variant(t)
