@@ -11,10 +11,13 @@ a call"::
                                                 # NUMBA_ENABLE_CUDASIM=1)
     python scripts/call_path.py torch|cupy      # on a GPU machine
 
-Layers: 0 ``api``; 1 the door (``interop``, ``dispatch``, ``validation``, ``arrays``);
-2 the targets (``cpu.target``, ``gpu.target``); 3 what a target uses (``gpu.plans``,
-``gpu.views``, ``gpu.streams``, ``gpu.memory``, ``cpu.threads``, ``cpu.compiling``,
-``layout``, ``params``); 4 launches and kernels.
+Layers (docs/DESIGN.md's module map): 0 ``api``; 1 the prepare step's front
+(``keys``, ``prepare``); 2 the adapters (``torch_ops``, ``chunked``, ``onnx``); 3 the
+in-memory prepare step and what it asks (``dispatch``, ``interop``, ``validation``,
+``arrays``); 4 the targets (``target``, ``cpu.target``, ``gpu.target``); 5 what a
+target uses (``gpu.plans``, ``gpu.views``, ``gpu.streams``, ``gpu.memory``,
+``gpu.runners``, ``cpu.views``, ``cpu.slice``, ``cpu.nonzero``, ``cpu.threads``,
+``cpu.compiling``, ``layout``, ``params``); 6 launches and kernels.
 """
 
 import sys
@@ -23,14 +26,19 @@ import numpy as np
 
 import dmlnumba
 
-LAYERS = {"api": 0, "interop": 1, "dispatch": 1, "validation": 1, "arrays": 1}
-LAYERS.update({"cpu.target": 2, "gpu.target": 2, "layout": 3, "params": 3})
-LAYERS.update(dict.fromkeys(["gpu.plans", "gpu.views", "gpu.streams", "gpu.memory"], 3))
-LAYERS.update(dict.fromkeys(["cpu.threads", "cpu.compiling"], 3))
+LAYERS = {"api": 0, "keys": 1, "prepare": 1, "torch_ops": 2, "chunked": 2, "onnx": 2}
+LAYERS.update(dict.fromkeys(["dispatch", "interop", "validation", "arrays"], 3))
+LAYERS.update({"target": 4, "cpu.target": 4, "gpu.target": 4, "layout": 5, "params": 5})
+LAYERS.update(dict.fromkeys(["gpu.plans", "gpu.views", "gpu.streams", "gpu.memory"], 5))
+LAYERS.update(dict.fromkeys(["gpu.runners", "cpu.views", "cpu.slice", "cpu.nonzero"], 5))
+LAYERS.update(dict.fromkeys(["cpu.threads", "cpu.compiling"], 5))
 
 
 def layer(module):
-    return LAYERS.get(module.removeprefix("dmlnumba."), 4)
+    name = module.removeprefix("dmlnumba.")
+    if name.startswith("chunked."):
+        name = "chunked"
+    return LAYERS.get(name, 6)
 
 
 def the_input(kind):
@@ -64,6 +72,10 @@ def trace(x):
             return holds(v.base, depth + 1)
         if type(v).__name__ == "DeviceView":
             return holds(getattr(v, "obj", None), depth + 1)  # (None in its __init__)
+        if type(v).__name__ == "Call":  # a prepared call: its input and its view
+            return holds(getattr(v, "input", None), depth + 1) or holds(
+                getattr(v, "x", None), depth + 1
+            )
         return False
 
     stops = []

@@ -64,8 +64,7 @@ def test_argwhere_names_what_it_reads_and_suggests_asarray(x):
 def test_chunked_argwhere_runs():
     # Was: TypeError (nonzero() called without its op argument).
     da = pytest.importorskip("dask.array")
-    from dmlnumba import chunked
 
     x = np.array([[0, 1, 0], [2, 0, 3]], np.int32)
-    r = chunked.argwhere(da.from_array(x, chunks=1), None)
+    r = dmlnumba.argwhere(da.from_array(x, chunks=1))
     np.testing.assert_array_equal(r.compute(), np.argwhere(x))

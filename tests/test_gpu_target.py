@@ -70,21 +70,20 @@ def test_cuda_parameter_blocks_travel_by_value():
     a ``cuMemAlloc`` that a CUDA graph capture refuses, and a cached device copy an
     address that a replay would read after it was freed)."""
     from dmlnumba.gpu import geometry as geo
-    from dmlnumba.gpu import plans
-    from dmlnumba.gpu import target as target_cuda
+    from dmlnumba.gpu import plans, runners
     from dmlnumba.params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
 
-    x = target_cuda._new_view((4, 5), np.dtype(np.float32))
-    count = target_cuda._new_view((1,), np.dtype(np.uint32))
-    coords = target_cuda._new_view((20, 2), np.dtype(np.uint32))
+    x = runners._new_view((4, 5), np.dtype(np.float32))
+    count = runners._new_view((1,), np.dtype(np.uint32))
+    coords = runners._new_view((20, 2), np.dtype(np.uint32))
     p = plans.NonzeroPlan(x, 2, count, coords, 20)
     assert len(p.params) == size(NONZERO_CUDA)
     assert all(type(v) is int for v in p.params)
     assert p.params[NONZERO_CUDA.total] == 20 and p.params[NONZERO_CUDA.width] == 2
     kinds = set()
     for dtype in (np.float32, np.uint8):  # the gather kernel, the tiles
-        y = target_cuda._new_view((4, 5), np.dtype(dtype))
-        s = plans.SlicePlan(y, (0, 4), (1, -1), target_cuda._new_view((4, 5), y.dtype))
+        y = runners._new_view((4, 5), np.dtype(dtype))
+        s = plans.SlicePlan(y, (0, 4), (1, -1), runners._new_view((4, 5), y.dtype))
         for spec in s.specs:
             if spec is not None and spec[1] == "gather":
                 kinds.add("gather")

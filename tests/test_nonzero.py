@@ -349,8 +349,7 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
     16); an input of more than one tile keeps that floor.  The plan alone, at the
     default settings (the simulator's run sets smaller ones)."""
     from dmlnumba import config
-    from dmlnumba.gpu import plans
-    from dmlnumba.gpu import target as target_cuda
+    from dmlnumba.gpu import plans, runners
 
     for name, value in [
         ("CUDA_THREADS", 256),
@@ -361,9 +360,9 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
         monkeypatch.setattr(config, name, value)
 
     def plan(n):
-        x = target_cuda._new_view((n,), np.dtype(np.float32))
-        count = target_cuda._new_view((1,), np.dtype(np.uint32))
-        coords = target_cuda._new_view((n, 1), np.dtype(np.uint32))
+        x = runners._new_view((n,), np.dtype(np.float32))
+        count = runners._new_view((1,), np.dtype(np.uint32))
+        coords = runners._new_view((n, 1), np.dtype(np.uint32))
         p = plans.NonzeroPlan(x, 1, count, coords, n)
         return dict(p.values)["items"], p.ntiles
 
@@ -384,18 +383,17 @@ def test_cuda_staged_kernel_only_where_its_expansion_fits(threads, monkeypatch):
     up to 256); with more threads such an input takes the unstaged write, transposed
     or not.  The plan alone."""
     from dmlnumba import config
-    from dmlnumba.gpu import plans
-    from dmlnumba.gpu import target as target_cuda
+    from dmlnumba.gpu import plans, runners
     from dmlnumba.gpu.views import DeviceView
 
     monkeypatch.setattr(config, "CUDA_THREADS", threads)
 
     def variant(x):
-        count = target_cuda._new_view((1,), np.dtype(np.uint32))
-        coords = target_cuda._new_view((x.size, 2), np.dtype(np.uint32))
+        count = runners._new_view((1,), np.dtype(np.uint32))
+        coords = runners._new_view((x.size, 2), np.dtype(np.uint32))
         return plans.NonzeroPlan(x, 2, count, coords, x.size).kernel[2]
 
-    x = target_cuda._new_view((64, 4096), np.dtype(np.float32))
+    x = runners._new_view((64, 4096), np.dtype(np.float32))
     assert variant(x) == (True, 2 if threads == 256 else 0)
     t = DeviceView(None, (64, 4096), (4, 256), np.dtype(np.float32), 0, False)  # a transpose
     got = variant(t)
@@ -727,20 +725,21 @@ def test_repeated_numpy_calls_reuse_their_runner(monkeypatch):
     """A default call on a NumPy array of a layout seen before runs the runner the
     first call kept, without validation: nonzero_coordinates looks the NumPy key up
     itself, and its runner must be the one ``device="cpu"`` calls (through
-    ``_nonzero_runner``) find.  Arguments that only look alike (a float width, a bool
+    ``keys.nonzero``) find.  Arguments that only look alike (a float width, a bool
     max_count) take the full path and its errors."""
-    from dmlnumba import api
+    from dmlnumba import keys, prepare
     from dmlnumba.caches import Bounded
 
-    monkeypatch.setattr(api, "_runners", Bounded())
+    monkeypatch.setattr(keys, "runners", Bounded())
     full = []
-    real = api._nonzero
-    monkeypatch.setattr(api, "_nonzero", lambda *a, **k: (full.append(1), real(*a, **k))[1])
+    real = prepare.nonzero
+    monkeypatch.setattr(prepare, "nonzero", lambda *a, **k: (full.append(1), real(*a, **k))[1])
     rng = np.random.default_rng(11)
     x = fill(rng, np.float32, 1000, 0.5)
     dmlnumba.nonzero_coordinates(x)
     assert len(full) == 1
-    assert api._numpy_nonzero_key("nonzero_coordinates", x, None, np.uint32, None) in api._runners
+    key = keys.nonzero("nonzero_coordinates", x, None, np.uint32, None, None, None)[0]
+    assert key in keys.runners
     for kwargs in [{}, {"device": "cpu"}]:
         y = fill(rng, np.float32, 1000, 0.3)
         _assert_matches_argwhere(y, *dmlnumba.nonzero_coordinates(y, **kwargs))

@@ -311,14 +311,14 @@ def test_rows_too_wide_to_prefetch():
 def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypatch):
     """New outputs of at most CPU_SLICE_NUMPY_MAX elements take NumPy's view-and-copy
     (bit-exact: a byte copy); larger ones the kernel."""
-    from dmlnumba import api, config
+    from dmlnumba import config, keys
     from dmlnumba.caches import Bounded
     from dmlnumba.cpu import slice as cpu_slice
 
     calls = []
     real = cpu_slice._copy
     monkeypatch.setattr(cpu_slice, "_copy", lambda *a: (calls.append(a[-1]), real(*a)))
-    monkeypatch.setattr(api, "_runners", Bounded())
+    monkeypatch.setattr(keys, "runners", Bounded())
     raw = np.array([0x7FC01234, 0x80000000, 0xFF800000, 1, 2, 3] * 50, np.uint32)
     x = raw.view(np.float32).reshape(15, 20)
     small = dmlnumba.slice1(x, (1, 2), (13, 17), (-2, 3))

@@ -1,4 +1,12 @@
-"""Pick the target that runs a call, from the ``device`` argument and the input.
+"""The prepare step's in-memory part: an array's call resolved once into a
+:class:`~dmlnumba.target.Call` for the target that runs it (:func:`slice1_call`,
+:func:`nonzero_call`): its library's ways (JAX's asynchronous work, PyTorch's lazy
+negation and bfloat16), the target and the input as that target's array
+(:func:`resolve`), the stream and every check of the input and the parameters.
+The front of the step (:mod:`dmlnumba.prepare`) sends traced calls and dask arrays
+to their adapters, which call this module for the arrays they hold.
+
+Which target: from the ``device`` argument and the input.
 
 ``device=None`` runs where the input lives: on the CPU for NumPy arrays (and
 for CPU tensors that export DLPack, such as PyTorch's), on the GPU for objects
@@ -17,10 +25,12 @@ from typing import Any
 import numpy as np
 
 from . import config
+from . import validation as v
 from .arrays import _ASK, is_cuda_array, library
 from .cpu import process
 from .cpu import target as target_cpu
-from .target import CudaTarget, Target
+from .interop import bfloat16_out, check_jax_fits, torch_view
+from .target import Call, CudaTarget, Target
 from .validation import host_array
 
 _cuda: CudaTarget | None = None
@@ -121,8 +131,14 @@ def resolve(
     dev = parse_device(device, func)
     if dev is None:
         # The library's answer where it settles it (a PyTorch tensor says where it is).
-        cuda = x.is_cuda if lib == "torch" else lib in ("cupy", "numba") or is_cuda_array(x, lib)
-        if cuda and not isinstance(x, np.ndarray):
+        # A NumPy array first: the common call, and never a CUDA one.
+        if isinstance(x, np.ndarray):
+            cuda = False
+        elif lib == "torch":
+            cuda = x.is_cuda
+        else:
+            cuda = lib in ("cupy", "numba") or is_cuda_array(x, lib)
+        if cuda:
             t = cuda_target(func)
             return t, t.as_device_array(x, None, func, name, lib)
         process.check_env(func)
@@ -134,3 +150,126 @@ def resolve(
     if not is_cuda_array(x, lib):
         x, lib = _to_numpy(x, func, name, lib), None
     return t, t.as_device_array(x, dev[1], func, name, lib)
+
+
+def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, stream, lib, key=None):
+    """The :class:`~dmlnumba.target.Call` of an array's slice1, checked; ``key``: where
+    a runner it makes is kept (dropped for bfloat16 inputs, read as float16)."""
+    f = "slice1"
+    # Read once, before the input's layout: a parameter's __index__ may change the input.
+    offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
+    given_out, bf16 = out, False
+    if lib == "jax":  # JAX computes asynchronously, on streams of its own
+        input.block_until_ready()
+    elif lib == "torch":
+        input, bf16 = torch_view(input, f)
+        if bf16:  # copied as float16 (the same two bytes)
+            key = None
+            if out is not None:
+                out = bfloat16_out(out, f)
+    target, x = resolve(input, device, f, lib=lib)
+    target.check_stream(stream, f)
+    v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
+    starts, steps, shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
+    v.check_strides(x, "input", f)
+    return Call(
+        f,
+        input,
+        lib,
+        target,
+        x=x,
+        stream=stream,
+        key=key,
+        bf16=bf16,
+        starts=starts,
+        steps=steps,
+        shape=shape,
+        out=out,
+        given_out=given_out,
+    )
+
+
+def nonzero_call(
+    input, width, dtype, max_count, out_count, out_coordinates, device, stream, lib, f, key=None
+):
+    """The :class:`~dmlnumba.target.Call` of an array's nonzero_coordinates or argwhere
+    (``f``), checked (``width``, ``dtype`` and ``max_count`` read already)."""
+    if lib == "jax":  # JAX computes asynchronously, on streams of its own
+        input.block_until_ready()
+    elif lib == "torch":
+        input, bf16 = torch_view(input, f)
+        if bf16:  # counted as float16: the same zeros (+0, -0), the rest non-zero
+            key = None
+    target, x = resolve(input, device, f, lib=lib)
+    target.check_stream(stream, f)
+    v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
+    v.check_ndim(x.ndim, f)
+    v.check_strides(x, "input", f)
+    w = v.nonzero_width(x.shape, width, f)
+    dt = v.coord_dtype(dtype, x.size, f)
+    rows = v.max_count(max_count, x.size, dt, f)
+    if lib == "jax":
+        check_jax_fits(x.shape, dt, f)
+    if target.MAX_ELEMENTS is not None and x.size > target.MAX_ELEMENTS:
+        raise ValueError(
+            f"{f}(): input has {x.size} elements; the {target.name} target counts "
+            f"at most {target.MAX_ELEMENTS}"
+        )
+    return Call(
+        f,
+        input,
+        lib,
+        target,
+        x=x,
+        stream=stream,
+        key=key,
+        width=w,
+        dtype=dt,
+        rows=rows,
+        max_count=max_count,
+        out_count=out_count,
+        out_coordinates=out_coordinates,
+    )
+
+
+def run_slice1(
+    input, offsets, sizes, strides, output_sizes=None, out=None, device=None, stream=None
+):
+    """slice1 of an array (no dask array, no traced call), prepared and run: the
+    adapters' way to the targets (no runner is kept)."""
+    lib = library(input)
+    c = slice1_call(input, offsets, sizes, strides, output_sizes, out, device, stream, lib)
+    return c.target.slice1_call(c)
+
+
+def run_nonzero(
+    input,
+    width,
+    dtype,
+    max_count=None,
+    out_count=None,
+    out_coordinates=None,
+    device=None,
+    stream=None,
+):
+    """nonzero_coordinates of an array, a list or a tuple (see :func:`run_slice1`)."""
+    f = "nonzero_coordinates"
+    if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it
+        input = v.argwhere_input(input, f)
+    width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
+    lib = library(input)
+    outs = (out_count, out_coordinates)
+    c = nonzero_call(input, width, dtype, max_count, *outs, device, stream, lib, f)
+    return c.target.nonzero_call(c)
+
+
+def run_argwhere(input, device=None, stream=None):
+    """argwhere of an array, a list, a tuple or a scalar (see :func:`run_slice1`); a
+    0-d input gives NumPy's ``(1, 0)`` or ``(0, 0)``."""
+    f = "argwhere"
+    input = v.argwhere_input(input, f)
+    if len(input.shape) == 0:  # its one element's row, no columns
+        return run_argwhere(input.reshape(1), device, stream)[:, :0]
+    lib = library(input)
+    c = nonzero_call(input, None, np.dtype(np.int64), None, None, None, device, stream, lib, f)
+    return c.target.argwhere_call(c)

@@ -1,106 +1,13 @@
-"""The input libraries' ways, at the API's door: tracing by torch.compile and
-PyTorch tensors that hold no data of their own (calls go through the registered
-PyTorch operators, :mod:`dmlnumba.torch_ops`), PyTorch views the kernels cannot
+"""The input libraries' ways, at the API's door: PyTorch views the kernels cannot
 read as they are (lazily negated, bfloat16), PyTorch's rules for the tensors a
-call writes, and results handed back as the input's library's arrays (PyTorch on
-the CPU, JAX through DLPack)."""
+call writes, JAX's 64-bit mode.  The prepare step and the targets call these: they
+know the library already, and nothing here asks it."""
 
 import sys
-from typing import Any
 
 import numpy as np
 
-from .arrays import is_cuda_array
-from .cpu import target as target_cpu
-
 _modules = sys.modules
-
-
-def traced(input, *outs):
-    """Whether this call goes through the registered PyTorch operators (see
-    :mod:`dmlnumba.torch_ops`): when torch.compile or torch.export traces it (the
-    tracer records one node per call), or when the input or an output is a PyTorch
-    tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
-    must never read or write through DLPack or a data pointer.  Cheap where PyTorch
-    is not loaded."""
-    torch = _modules.get("torch")
-    if torch is None:
-        return False
-    if torch.compiler.is_compiling():
-        return True
-    Tensor = torch.Tensor
-    if type(input) is Tensor:  # the common case, asked here (a call less)
-        if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
-            return True
-    elif isinstance(input, Tensor) and _wrapper(input, Tensor):
-        return True
-    for o in outs:
-        if o is None:
-            continue
-        if type(o) is Tensor:
-            if _functional(o) or (_transforms_active() and _functorch_wrapped(o)):
-                return True
-        elif isinstance(o, Tensor) and _wrapper(o, Tensor):
-            return True
-    return False
-
-
-def _wrapper(t, Tensor):
-    """Whether the tensor ``t`` wraps others: FakeTensor, FunctionalTensor and other
-    ``torch._subclasses``; functional tensors; torch.func's batched and grad
-    wrappers (asked only while a torch.func transform runs: the global question is
-    the cheaper one).  ``torch.nn.Parameter`` and plain subclasses are read."""
-    tp = type(t)
-    if tp is not Tensor and _subclass(tp):
-        return True
-    return _functional(t) or (_transforms_active() and _functorch_wrapped(t))
-
-
-def _first_functional(t):
-    """``_functional``'s first call: PyTorch's own checks looked up (PyTorch is
-    loaded: ``t`` is a tensor), then asked.  Callers ask ``_functional`` first."""
-    global _functional, _transforms_active, _functorch_wrapped
-    C = _modules["torch"]._C
-    _functional = _modules["torch"]._is_functional_tensor
-    _transforms_active = C._are_functorch_transforms_active
-    _functorch_wrapped = C._functorch.is_functorch_wrapped_tensor
-    return _functional(t)
-
-
-# PyTorch's own checks (no test for None on every call: the first call looks them up).
-_functional: Any = _first_functional
-_transforms_active: Any = None
-_functorch_wrapped: Any = None
-
-
-def _subclass(tp):
-    """A tensor subclass the eager path cannot read (FakeTensor, FunctionalTensor,
-    wrapper subclasses); ``torch.nn.Parameter`` and plain subclasses are read."""
-    torch = _modules["torch"]
-    return tp is not torch.nn.Parameter and "_subclasses" in (tp.__module__ or "")
-
-
-def torch_ops_ready():
-    """Register the PyTorch operators (once) and say so.  Under torch.compile this
-    runs when traced, not in the graph (marked as a constant result, see
-    :mod:`dmlnumba._internals`), so that a first call inside a compiled function
-    registers them too."""
-    from . import torch_ops  # noqa: F401  (registers on import)
-
-    return True
-
-
-torch_ops_ready._dynamo_marked_constant = True  # type: ignore[attr-defined]
-
-
-def torch_ops():
-    """The module :mod:`dmlnumba.torch_ops`, registered (see :func:`torch_ops_ready`)."""
-    torch_ops_ready()
-    # An import, not a look-up in sys.modules: torch.compile reads that dict as it
-    # was when tracing began, before the first call imported the module.
-    from . import torch_ops
-
-    return torch_ops
 
 
 def torch_view(t, f, name="input"):
@@ -170,26 +77,6 @@ def torch_written(o):
     _modules["torch"]._C._increment_version((o,))
 
 
-def one_element(x):
-    """A 0-d array as shape (1,), in its own library (the same memory)."""
-    if is_cuda_array(x) and not hasattr(x, "reshape"):  # a bare __cuda_array_interface__
-        return _OneElement(x)
-    return x.reshape(1)
-
-
-class _OneElement:
-    """A bare 0-d ``__cuda_array_interface__`` array seen as shape (1,)."""
-
-    def __init__(self, x):
-        cai = dict(x.__cuda_array_interface__)
-        cai.pop("descr", None)
-        cai["shape"], cai["strides"] = (1,), None
-        self.__cuda_array_interface__ = cai
-        self.shape = (1,)
-        self.dtype = np.dtype(cai["typestr"])
-        self._owner = x
-
-
 def check_jax_fits(shape, dtype, f):
     """A coordinates result of ``dtype`` for a JAX input of ``shape`` must fit the
     dtype JAX holds it in: with JAX's 64-bit mode off, JAX takes int64 as int32 and
@@ -214,30 +101,3 @@ def check_jax_fits(shape, dtype, f):
         f'64-bit mode (jax.config.update("jax_enable_x64", True) at startup, or '
         f"JAX_ENABLE_X64=1){other}"
     )
-
-
-def as_library(lib, target, a):
-    """A new result as the input's library's array: a PyTorch tensor over the same
-    memory for PyTorch inputs on the CPU (CUDA targets allocate in PyTorch and
-    CuPy already); a JAX array for JAX inputs (see :func:`to_jax`)."""
-    if lib == "torch" and target is target_cpu:
-        import torch
-
-        return torch.from_numpy(a)
-    if lib == "jax":
-        return to_jax(target, a)
-    return a
-
-
-def to_jax(target, a):
-    """A result as a JAX array, through DLPack.  JAX runs on streams of its own, so
-    on the GPU the call's work (on the legacy default stream, where JAX inputs run)
-    is waited for first: JAX may then read the result on any stream."""
-    import jax
-
-    if target is target_cpu:
-        return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
-    from cuda.core.utils import StridedMemoryView
-
-    target.synchronize(0, target.describe(a, "result", "to_jax").device)
-    return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))

@@ -17,16 +17,12 @@ ONNX's shape inference, and ONNX Runtime) take element 0 and NumPy takes nothing
 This module follows the page.
 """
 
-import builtins
 import operator
 from typing import Any
 
 import numpy as np
 
-from .api import nonzero_coordinates, slice1
-from .arrays import is_cuda_array, is_dask, library
-from .dispatch import cuda_target, resolve
-from .interop import as_library, one_element, torch_view
+from . import prepare
 from .validation import INT64_MAX, INT64_MIN, NONZERO_DTYPES, SLICE_DTYPES, check_dtype, check_ndim
 
 __all__ = ["window", "slice", "nonzero", "ops"]
@@ -46,17 +42,12 @@ def _ints(values: Any, name: str, f: str) -> tuple[int, ...]:
             f"not {type(values).__name__}"
         )
     else:
-        if library(values) == "torch":
-            a = values.detach().cpu().numpy()
-        elif is_cuda_array(values):  # CuPy, numba device arrays
-            a = cuda_target(f).to_host(values)
-        else:
-            try:
-                a = np.asarray(values)
-            except Exception as e:
-                raise TypeError(
-                    f"{f}(): {name} could not be read as an array of integers: {e}"
-                ) from None
+        try:
+            a = prepare.host_values(values, f)
+        except Exception as e:
+            raise TypeError(
+                f"{f}(): {name} could not be read as an array of integers: {e}"
+            ) from None
         if a.ndim != 1:
             raise TypeError(
                 f"{f}(): {name} must be a list, tuple or 1-d array of integers, "
@@ -207,24 +198,6 @@ def window(
     return None if 0 in p[3] else p
 
 
-def _target(x: Any, f: str, name: str) -> tuple[Any, Any]:
-    """``(target, array)`` of an input as dmlnumba's operators see it (dask: None, x)."""
-    if is_dask(x):
-        return None, x
-    return resolve(x, None, f, name)
-
-
-def _empty(x: Any, target: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    """A new empty result of ``shape`` and ``dtype``, of the array type that
-    dmlnumba's operators return for ``x`` (``a``: ``x`` as ``target`` sees it),
-    where they would allocate it; no kernel runs."""
-    if target is None:  # dask: a lazy empty slice, of the input's chunk type
-        return x[tuple(builtins.slice(0, n) for n in shape)]
-    lib = library(x)
-    stream = target.call_stream(lib, None, a)
-    return as_library(lib, target, target.empty(shape, dtype, stream, a, lib, "onnx.slice"))
-
-
 def slice(  # ONNX's name: this module's code says builtins.slice for Python's
     data: Any,
     starts: Any,
@@ -243,16 +216,14 @@ def slice(  # ONNX's name: this module's code says builtins.slice for Python's
     that type, made without launching a kernel.
     """
     f = "onnx.slice"
-    if library(data) == "torch":
-        view, bf16 = torch_view(data, f, "data")
-        if bf16:  # sliced as float16 (the same two bytes), as slice1 copies bfloat16
-            return slice(view, starts, ends, axes, steps).view(data.dtype)
-    target, a = _target(data, f, "data")
-    check_dtype(np.dtype(a.dtype), SLICE_DTYPES, f, "data")
-    offsets, sizes, strides, out = _params(a.shape, starts, ends, axes, steps, f, "data")
+    c = prepare.view(data, f, "data")  # a bfloat16 tensor read as float16 (the same bytes)
+    dtype = np.dtype(c.x.dtype)
+    check_dtype(dtype, SLICE_DTYPES, f, "data")
+    offsets, sizes, strides, out = _params(c.x.shape, starts, ends, axes, steps, f, "data")
     if 0 in out:
-        return _empty(data, target, a, out, np.dtype(a.dtype))
-    return slice1(data, offsets, sizes, strides, out)
+        return c.target.empty_result(c, out, dtype)
+    call = prepare.slice1(data, offsets, sizes, strides, out, None, None, None)
+    return call.target.slice1_call(call)
 
 
 def nonzero(x: Any) -> Any:
@@ -265,24 +236,14 @@ def nonzero(x: Any) -> Any:
     ``(0, 0)`` where it is zero (ONNX's reference).  dask arrays give lazy results.
     """
     f = "onnx.nonzero"
-    target, a = _target(x, f, "x")
-    check_dtype(np.dtype(a.dtype), NONZERO_DTYPES, f, "x")
-    ndim = len(a.shape)
+    c = prepare.view(x, f, "x")
+    check_dtype(np.dtype(c.x.dtype), NONZERO_DTYPES, f, "x")
+    ndim = len(c.x.shape)
     if ndim:  # 1 to 8 dimensions, or 0 (ONNX's scalar case, read as 1 element)
         check_ndim(ndim, f, "x")
-    if target is None:  # dask: lazy compact coordinates
-        _, coords = nonzero_coordinates(one_element(x) if ndim == 0 else x, dtype=_INT64)
-        return coords.T[:0] if ndim == 0 else coords.T
-    count, coords = nonzero_coordinates(one_element(x) if ndim == 0 else x, dtype=_INT64)
-    n = int(count[0])
-    if ndim == 0:
-        ct, c = _target(coords, f, "coordinates")
-        return _empty(coords, ct, c, (0, n), _INT64)
-    if n == 0:
-        ct, c = _target(coords, f, "coordinates")
-        return _empty(coords, ct, c, (ndim, 0), _INT64)
-    # The first n rows, transposed by a SLICE1 copy into a new C-contiguous array.
-    return slice1(coords[:n].T, (0, 0), (ndim, n), (1, 1))
+    # argwhere's compact rows, transposed into a new C-contiguous array (dask: lazily).
+    call = prepare.argwhere(x, None, None, transposed=True)
+    return call.target.argwhere_call(call)
 
 
 _ops: list | None = None

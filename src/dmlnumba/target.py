@@ -1,26 +1,144 @@
-"""What a target is: the interface that :mod:`dmlnumba.api` calls, which the CPU target
-(:mod:`dmlnumba.cpu.target`) and the CUDA target (:mod:`dmlnumba.gpu.target`) are
-modules of, and which :func:`dmlnumba.dispatch.resolve` hands back (mypy checks each
-module against it there).  Dask arrays do not reach a target: :mod:`dmlnumba.chunked`
-maps their blocks through the API, so each block meets one of these.
+"""What a target is, and the steps every array target shares.
+
+A call is prepared once (:mod:`dmlnumba.prepare`, :mod:`dmlnumba.dispatch`) into a
+:class:`Call`, whose ``target`` then runs it: ``target.slice1_call(call)``,
+``target.nonzero_call(call)`` or ``target.argwhere_call(call)`` (:class:`Runs`).  The
+array targets, the CPU (:mod:`dmlnumba.cpu.target`) and CUDA
+(:mod:`dmlnumba.gpu.target`), are modules of :class:`Target`; dask arrays run on
+:mod:`dmlnumba.chunked` and traced PyTorch calls on :mod:`dmlnumba.torch_ops`, both
+modules of :class:`Runs`.  mypy checks each module against its protocol
+(:func:`dmlnumba.dispatch.resolve` and :func:`dmlnumba.prepare.adapter`).
 
 Arrays here are a target's own description of a caller's array (a NumPy array on the
 CPU; a :class:`~dmlnumba.gpu.views.DeviceView` on CUDA); streams are raw handles (0
 and None where a target has none).
+
+The shared steps below (:func:`slice1_into`, :func:`nonzero_into`,
+:func:`counted_rows`, :func:`check_out`) take the target module as ``t`` and call
+only its interface, so that each target runs them as its own.
 """
 
 from typing import Any, Protocol
 
+from . import validation as v
+from .interop import torch_out, torch_written
 
-class Target(Protocol):
+
+class Call:
+    """One call, resolved once: what every later step reads instead of asking again.
+
+    ``f`` the function's name; ``input`` the caller's input as the target's runners
+    read it (a bfloat16 tensor viewed as float16); ``lib`` its library; ``target``
+    the module that runs it; ``x`` the target's description of the input; ``stream``
+    the call's stream handle; ``key`` where a runner made by the call is kept (None:
+    none is kept), ``keep`` the function that keeps it.  slice1: ``starts``,
+    ``steps``, ``shape`` (the output's), ``out`` (as written; ``given_out`` as
+    returned: a bfloat16 tensor's float16 view is written, where ``bf16``); nonzero:
+    ``width``, ``dtype``, ``rows``, ``max_count``, ``out_count``, ``out_coordinates``;
+    argwhere: ``zero_d`` (a 0-d input read as shape (1,), whose rows keep no column),
+    ``transposed`` (ONNX's NonZero: the rows transposed, a new C-contiguous ``(ndim,
+    count)`` array).  ``args``: the caller's arguments, for targets that take them as
+    given (traced calls) or
+    validated only (dask: ``device`` and the parameters read once)."""
+
+    __slots__ = (
+        "f",
+        "input",
+        "lib",
+        "target",
+        "x",
+        "stream",
+        "device",
+        "key",
+        "keep",
+        "bf16",
+        "zero_d",
+        "transposed",
+        "starts",
+        "steps",
+        "shape",
+        "out",
+        "given_out",
+        "width",
+        "dtype",
+        "rows",
+        "max_count",
+        "out_count",
+        "out_coordinates",
+        "args",
+    )
+
+    f: Any
+    input: Any
+    lib: Any
+    target: Any
+    x: Any
+    stream: Any
+    device: Any
+    key: Any
+    keep: Any
+    bf16: Any
+    zero_d: Any
+    transposed: Any
+    starts: Any
+    steps: Any
+    shape: Any
+    out: Any
+    given_out: Any
+    width: Any
+    dtype: Any
+    rows: Any
+    max_count: Any
+    out_count: Any
+    out_coordinates: Any
+    args: Any
+
+    def __init__(self, f: str, input: Any, lib: Any, target: Any, **fields: Any) -> None:
+        self.f, self.input, self.lib, self.target = f, input, lib, target
+        self.x = self.stream = self.device = self.key = self.keep = self.args = None
+        self.bf16 = self.zero_d = self.transposed = False
+        self.starts = self.steps = self.shape = self.out = self.given_out = None
+        self.width = self.dtype = self.rows = self.max_count = None
+        self.out_count = self.out_coordinates = None
+        for k, val in fields.items():
+            setattr(self, k, val)
+
+
+class Runs(Protocol):
+    """What runs a prepared call: every target, and the adapters (dask, traced)."""
+
+    def slice1_call(self, c: Call) -> Any:
+        """The window: a new array of the input's library, or ``call.out`` written."""
+
+    def nonzero_call(self, c: Call) -> tuple[Any, Any]:
+        """``(count, coordinates)``: new arrays, or the caller's outputs written."""
+
+    def argwhere_call(self, c: Call) -> Any:
+        """The compact ``(count, ndim)`` int64 rows (``c.transposed``: ``(ndim,
+        count)``)."""
+
+
+class Target(Runs, Protocol):
     #: "cpu" or "cuda", for messages.
     name: str
     #: The largest nonzero input the target counts (None: the coordinate type's limit).
     MAX_ELEMENTS: int | None
 
+    def empty_result(self, c: Call, shape: Any, dtype: Any) -> Any:
+        """A new empty result of ``shape`` and ``dtype`` of the array type the call's
+        results have (``c``: :func:`dmlnumba.prepare.view`'s), where they would be
+        allocated; no kernel runs."""
+
     def describe(self, a: Any, name: str, func: str) -> Any:
         """A caller's output array as this target's array, or a TypeError naming
         ``func`` and ``name``."""
+
+    def check_out(self, out: Any, dtype: Any, shape: Any, name: str, func: str, x: Any) -> Any:
+        """A caller's output, described and checked (:func:`check_out`)."""
+
+    def as_library(self, lib: Any, a: Any, bf16: bool = ...) -> Any:
+        """A new result as an array of the input's library ``lib`` (``bf16``: a float16
+        tensor's bits, as bfloat16)."""
 
     def empty(
         self, shape: Any, dtype: Any, stream: Any, like: Any, lib: Any = ..., func: Any = ...
@@ -31,7 +149,8 @@ class Target(Protocol):
         """The stream a call reading ``x`` runs on (``stream=``, else the library's)."""
 
     def check_stream(self, stream: Any, func: str) -> None:
-        """A TypeError naming ``func`` for a ``stream=`` this target cannot take."""
+        """A ValueError or TypeError naming ``func`` for a ``stream=`` this target
+        cannot take."""
 
     def slice1(
         self, x: Any, starts: Any, steps: Any, out: Any, stream: Any, fresh: bool = ...
@@ -94,3 +213,100 @@ class CudaTarget(Target, Protocol):
 
     def synchronize(self, stream: Any, device: Any = ...) -> None:
         """Wait for the work queued on ``stream`` (of device ``device``)."""
+
+
+# ------------------------------------------------------------------ shared steps
+
+
+def check_out(
+    t: Any, out: Any, dtype: Any, shape: Any, name: str, func: str, x: Any, torch: bool
+) -> Any:
+    """The target ``t``'s description of a caller's output array, checked (on a GPU:
+    on the device the call reading ``x`` runs on), before anything is written.  A
+    PyTorch tensor (``torch``, the target's answer) is checked and marked as
+    PyTorch's own in-place ops do it (see :func:`~dmlnumba.interop.torch_out`)."""
+    if torch:
+        out = torch_out(out, dtype, name, func)
+    o = t.describe(out, name, func)
+    if t.name == "cuda" and o.device != x.device:
+        raise ValueError(
+            f"{func}(): {name} is on cuda:{o.device}, and the call runs on cuda:{x.device}; "
+            f"pass an output on cuda:{x.device} (or device='cuda:{o.device}')"
+        )
+    v.check_out(o, dtype, shape, name, func)
+    if not t.is_writeable(o):
+        raise ValueError(f"{func}(): {name} is read-only")
+    v.check_no_overlap(o, name, func)
+    if torch:
+        torch_written(out)
+    return o
+
+
+def slice1_into(t: Any, c: Call) -> Any:
+    """slice1 on the target ``t`` (after its runner, where it keeps one): the window
+    written into a new array or into the caller's ``out`` (which the target writes
+    through a buffer where it overlaps the input)."""
+    x, f = c.x, c.f
+    if c.out is None:
+        ks = t.call_stream(c.lib, c.stream, x)
+        new = t.empty(c.shape, x.dtype, ks, x, c.lib, f)
+        t.slice1(x, c.starts, c.steps, t.describe(new, "out", f), ks, fresh=True)
+        return t.as_library(c.lib, new, c.bf16)
+    o = t.check_out(c.out, x.dtype, c.shape, "out", f, x)
+    ks = t.call_stream(c.lib, c.stream, x)
+    t.slice1(x, c.starts, c.steps, o, ks)
+    return c.given_out
+
+
+def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
+    """nonzero_coordinates on the target ``t`` (after its runner, where it keeps
+    one): the count and rows written into new arrays or the caller's outputs.  Where
+    an output overlaps the input the call writes new arrays and then copies them
+    over, so that the whole input is read before anything of it is overwritten."""
+    x, f, w, dt, rows, lib = c.x, c.f, c.width, c.dtype, c.rows, c.lib
+    out_count, out_coordinates = c.out_count, c.out_coordinates
+    oc = ox = None
+    if out_count is not None:
+        oc = t.check_out(out_count, dt, None, "out_count", f, x)
+        if oc.size != 1:
+            raise ValueError(
+                f"{f}(): out_count has shape {tuple(oc.shape)}; it must hold exactly one element"
+            )
+    if out_coordinates is not None:
+        ox = t.check_out(out_coordinates, dt, None, "out_coordinates", f, x)
+        v.coordinates_matrix_shape(ox.shape, rows, w, f=f)
+    if oc is not None and ox is not None and t.overlaps(oc, ox) and t.shares_memory(oc, ox):
+        raise ValueError(
+            f"{f}(): out_count and out_coordinates overlap in memory; the count "
+            f"would overwrite a coordinate"
+        )
+    aliased = any(o is not None and t.overlaps(x, o) for o in (oc, ox))
+    ks = t.call_stream(lib, c.stream, x)
+    new_count = t.empty((1,), dt, ks, x, lib, f) if oc is None or aliased else None
+    new_coords = t.empty((rows, w), dt, ks, x, lib, f) if ox is None or aliased else None
+    wc = oc if new_count is None else t.describe(new_count, "out_count", f)
+    wx = ox if new_coords is None else t.describe(new_coords, "out_coordinates", f)
+    t.nonzero(x, w, wc, wx, ks, rows, func=f)
+    if aliased:
+        if oc is not None:
+            t.copy_into(wc, oc, ks)
+        if ox is not None and rows and w:
+            t.copy_into(wx, t.leading_rows(ox, rows), ks)
+    return (
+        t.as_library(lib, new_count) if out_count is None else out_count,
+        t.as_library(lib, new_coords) if out_coordinates is None else out_coordinates,
+    )
+
+
+def counted_rows(t: Any, x: Any, w: int, dt: Any, lib: Any, stream: Any, f: str) -> Any:
+    """The compact ``(count, w)`` rows of ``x`` on the target ``t``: a counting
+    launch, the count read back (a wait; refused inside a capture), then a launch
+    that writes the rows into an array of exactly that many (no worst-case buffer)."""
+    ks = t.call_stream(lib, stream, x)
+    wc = t.describe(t.empty((1,), dt, ks, x, lib, f), "count", f)
+    t.nonzero(x, 0, wc, wc, ks, 0, func=f)
+    n = t.read_count(wc, ks, f)
+    rows = t.empty((n, w), dt, ks, x, lib, f)
+    if n and w:
+        t.nonzero(x, w, wc, t.describe(rows, "coordinates", f), ks, n, func=f)
+    return rows

@@ -3,7 +3,7 @@
 Importing this module imports PyTorch and registers them, once.  ``dmlnumba``
 imports it only when a call is traced by ``torch.compile`` or ``torch.export``,
 or gets a tensor whose own storage is no data (a FakeTensor, a functional tensor,
-a ``torch.func`` transform's wrapper; see :func:`dmlnumba.interop.traced`): such a
+a ``torch.func`` transform's wrapper; see :func:`dmlnumba.keys.traced`): such a
 call becomes one node of the graph, with static output shapes, so that
 ``fullgraph=True`` and ``mode="reduce-overhead"`` (CUDA graphs) work.  Eager calls
 do not go through these operators (they cost tens of microseconds of dispatch);
@@ -38,8 +38,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from . import api
 from . import validation as v
+from .dispatch import run_argwhere, run_nonzero, run_slice1
 from .interop import dtype_name
 
 _NP = {
@@ -141,7 +141,7 @@ def slice1(
     strides: Sequence[int],
     output_sizes: Sequence[int] | None = None,
 ) -> torch.Tensor:
-    return api.slice1(input, list(offsets), list(sizes), list(strides), output_sizes)
+    return run_slice1(input, list(offsets), list(sizes), list(strides), output_sizes)
 
 
 @slice1.register_fake
@@ -158,7 +158,7 @@ def slice1_out(
     output_sizes: Sequence[int] | None,
     out: torch.Tensor,
 ) -> None:
-    api.slice1(input, list(offsets), list(sizes), list(strides), output_sizes, out=out)
+    run_slice1(input, list(offsets), list(sizes), list(strides), output_sizes, out=out)
 
 
 @slice1_out.register_fake
@@ -173,7 +173,7 @@ def nonzero_coordinates(
     dtype: torch.dtype = torch.uint32,
     max_count: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return api.nonzero_coordinates(input, width, dtype=dtype, max_count=max_count)
+    return run_nonzero(input, width, dtype, max_count)
 
 
 @nonzero_coordinates.register_fake
@@ -192,14 +192,7 @@ def nonzero_coordinates_out(
     out_count: torch.Tensor,
     out_coordinates: torch.Tensor,
 ) -> None:
-    api.nonzero_coordinates(
-        input,
-        width,
-        dtype=out_count.dtype,
-        max_count=max_count,
-        out_count=out_count,
-        out_coordinates=out_coordinates,
-    )
+    run_nonzero(input, width, out_count.dtype, max_count, out_count, out_coordinates)
 
 
 @nonzero_coordinates_out.register_fake
@@ -210,7 +203,7 @@ def _(input, width, max_count, out_count, out_coordinates):
 
 @torch.library.custom_op("dmlnumba::argwhere", mutates_args=())
 def argwhere(input: torch.Tensor) -> torch.Tensor:
-    return api.argwhere(input)
+    return run_argwhere(input)
 
 
 @argwhere.register_fake
@@ -226,7 +219,7 @@ def _(input):
     return input.new_empty((rows, input.dim()), dtype=torch.int64)
 
 
-# The API's calls routed here (see dmlnumba.interop.traced).
+# The API's calls routed here (see dmlnumba.keys.traced).
 
 
 def _tensors(*args):
@@ -259,15 +252,30 @@ def _eager(f):
     )
 
 
+def _eager_slice1(input, offsets, sizes, strides, output_sizes, *, out, device, stream):
+    return run_slice1(input, offsets, sizes, strides, output_sizes, out, device, stream)
+
+
+def _eager_nonzero(input, width, *, dtype, max_count, out_count, out_coordinates, device, stream):
+    outs = (out_count, out_coordinates)
+    return run_nonzero(input, width, dtype, max_count, *outs, device, stream)
+
+
+def _eager_argwhere(input, *, device, stream):
+    return run_argwhere(input, device, stream)
+
+
 _EAGER = {
-    "slice1": torch.compiler.disable(api.slice1),
-    "nonzero_coordinates": torch.compiler.disable(api.nonzero_coordinates),
-    "argwhere": torch.compiler.disable(api.argwhere),
+    "slice1": torch.compiler.disable(_eager_slice1),
+    "nonzero_coordinates": torch.compiler.disable(_eager_nonzero),
+    "argwhere": torch.compiler.disable(_eager_argwhere),
 }
 
 
-def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, stream):
-    """:func:`dmlnumba.slice1` through the operators."""
+def slice1_call(c):
+    """:func:`dmlnumba.slice1` through the operators (``c.args``: the caller's)."""
+    input = c.input
+    offsets, sizes, strides, output_sizes, out, device, stream = c.args
     if not _tensors(input, out) or device is not None or stream is not None:
         return _eager("slice1")(
             input, offsets, sizes, strides, output_sizes, out=out, device=device, stream=stream
@@ -285,9 +293,11 @@ def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, strea
     return out
 
 
-def nonzero_call(input, width, dtype, max_count, out_count, out_coordinates, device, stream):
+def nonzero_call(c):
     """:func:`dmlnumba.nonzero_coordinates` through the operators; with one output,
     or torch.func wrappers, the new outputs are checked and copied in."""
+    input = c.input
+    width, dtype, max_count, out_count, out_coordinates, device, stream = c.args
     outs = (out_count, out_coordinates)
     if not _tensors(input, *outs) or device is not None or stream is not None:
         return _eager("nonzero_coordinates")(
@@ -319,8 +329,10 @@ def nonzero_call(input, width, dtype, max_count, out_count, out_coordinates, dev
     return out_count, out_coordinates
 
 
-def argwhere_call(input, device, stream):
+def argwhere_call(c):
     """:func:`dmlnumba.argwhere` through the operator."""
+    input = c.input
+    device, stream = c.args
     if not _tensors(input) or device is not None or stream is not None:
         return _eager("argwhere")(input, device=device, stream=stream)
     if input.dim() == 0:  # NumPy's (1, 0) or (0, 0), as the eager call gives

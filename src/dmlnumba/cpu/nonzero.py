@@ -193,7 +193,7 @@ def argwhere(x):
     return coords
 
 
-def nonzero_run(x, shape, origin, width, dtype):
+def nonzero_stripe(x, shape, origin, width, dtype):
     """nonzero_coordinates of ``x``, a block of a larger array of ``shape`` at ``origin``
     (its first element's coordinates) that is one contiguous run of that array's
     row-major order (a dask stripe): ``(count, coordinates)`` with coordinates in the

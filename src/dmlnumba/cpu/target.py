@@ -1,39 +1,48 @@
 """The CPU target: the interface :class:`dmlnumba.target.Target` names, over NumPy
-arrays.  Arguments arrive validated (see :mod:`dmlnumba.api`).  The work is done by
+arrays.  Arguments arrive validated (see :mod:`dmlnumba.dispatch`).  The work is done by
 the modules beside it, by job: :mod:`.views` (flat views of arrays),
 :mod:`.slice` (slice1), :mod:`.nonzero` (nonzero_coordinates, argwhere, dask
 stripes) and :mod:`.threads` (numba's threads, the load check, the nonzero driver);
 they import numba's CPU kernels on first use, so ``import dmlnumba`` stays light.
 """
 
+import sys
+
 import numpy as np
 
+from .. import target as _shared
 from ..array_checks import host_array
 from ..arrays import library
-from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_run, nonzero_runner
+from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, slice1, slice1_out_runner, slice1_runner
 from .threads import one_thread
 
 __all__ = [
     "MAX_ELEMENTS",
     "argwhere",
+    "argwhere_call",
     "argwhere_runner",
+    "as_library",
     "call_stream",
+    "check_out",
     "check_stream",
     "copy_into",
     "describe",
     "empty",
+    "empty_result",
     "is_writeable",
     "leading_rows",
     "name",
     "nonzero",
-    "nonzero_run",
+    "nonzero_call",
     "nonzero_runner",
+    "nonzero_stripe",
     "one_thread",
     "overlaps",
     "read_count",
     "shares_memory",
     "slice1",
+    "slice1_call",
     "slice1_out_runner",
     "slice1_runner",
 ]
@@ -82,8 +91,88 @@ def call_stream(lib, stream, x):
 
 
 def check_stream(stream, func):
-    """Nothing to check: the API refuses ``stream=`` for CPU calls."""
+    """A CPU call has no stream: ``stream=`` is refused."""
+    if stream is not None:
+        raise ValueError(f"{func}(): stream= applies to CUDA calls only; this call runs on the CPU")
 
 
 def read_count(count, stream=None, func=None):
     return int(count.reshape(-1)[0])
+
+
+# ------------------------------------------------------------------ the Target interface
+# (dmlnumba.target.Target: the calls a prepared Call makes of this target)
+
+_self = sys.modules[__name__]
+
+
+def check_out(out, dtype, shape, name, func, x):
+    """A caller's output as a NumPy array, checked (:func:`dmlnumba.target.check_out`)."""
+    return _shared.check_out(_self, out, dtype, shape, name, func, x, library(out) == "torch")
+
+
+def as_library(lib, a, bf16=False):
+    """A new NumPy result as the input's library's array: a PyTorch tensor over the
+    same memory (``bf16``: float16 bits as bfloat16), a JAX array through DLPack."""
+    if lib == "torch":
+        import torch
+
+        t = torch.from_numpy(a)
+        return t.view(torch.bfloat16) if bf16 else t
+    if lib == "jax":
+        import jax
+
+        return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
+    return a
+
+
+def slice1_call(c):
+    """slice1: the runner the call keeps (``c.key``), of the input, or for a NumPy
+    call into the NumPy array ``out`` of ``(input, out)``; else
+    :func:`dmlnumba.target.slice1_into`."""
+    if c.key is None:
+        return _shared.slice1_into(_self, c)
+    if c.out is None:
+        run = slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
+        if run is None:
+            return _shared.slice1_into(_self, c)
+        c.keep(run)
+        return run(c.input)
+    o = check_out(c.out, c.x.dtype, c.shape, "out", c.f, c.x)
+    if o is c.out:
+        run = slice1_out_runner(c.x, c.starts, c.steps, o)
+        c.keep(run)
+        if run(c.input, c.out):  # False where out may overlap the input
+            return c.out
+    slice1(c.x, c.starts, c.steps, o)
+    return c.given_out
+
+
+def nonzero_call(c):
+    """nonzero_coordinates: the runner the call keeps (``c.key``), where this target
+    makes one, else :func:`dmlnumba.target.nonzero_into`."""
+    if c.key is not None:
+        run = nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
+    return _shared.nonzero_into(_self, c)
+
+
+def argwhere_call(c):
+    """The compact rows: an input of at most :data:`ARGWHERE_BUFFER_MAX` elements
+    through a worst-case buffer, a larger one counted first (:func:`argwhere`)."""
+    run = argwhere_runner(c.x)
+    if c.key is not None:
+        c.keep(run)
+    rows = run(c.x)
+    if c.zero_d:
+        rows = rows[:, :0]
+    if c.transposed:
+        rows = np.ascontiguousarray(rows.T)
+    return as_library(c.lib, rows)
+
+
+def empty_result(c, shape, dtype):
+    """A new empty NumPy result, as the input's library's array."""
+    return as_library(c.lib, np.empty(shape, dtype), c.bf16)

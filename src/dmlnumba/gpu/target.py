@@ -1,6 +1,6 @@
 """The CUDA target: plans made once per call shape, bound per call.
 
-Arguments arrive validated (see :mod:`dmlnumba.api`) and described by
+Arguments arrive validated (see :mod:`dmlnumba.dispatch`) and described by
 :class:`~dmlnumba.gpu.views.DeviceView`; the stream arrives as its raw
 handle (:func:`~dmlnumba.gpu.views.call_stream`).  Inputs are read in place,
 whatever their strides; nothing waits for the GPU.  NumPy inputs are copied to
@@ -16,14 +16,18 @@ the same stream (as CUB initialises its tile status per call).  Calls on
 different streams share nothing but the plans (no lock).
 """
 
+import sys
+
 import numpy as np
 from numba import cuda
 
+from .. import target as _shared
+from ..arrays import library
 from ..layout import c_strides
 from ..validation import shares_memory as shares_memory_exact
 from ..validation import uint_of_size
 from . import tile_status as ts
-from .devices import context_handle, current_device, on, peer_copy
+from .devices import current_device, on, peer_copy
 from .memory import (  # noqa: F401  (the target's interface)
     current_context,
     pool_buffer,
@@ -32,6 +36,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     zero,
 )
 from .plans import _arg, nonzero_plan, slice_plan
+from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
 from .sim import SIM
 from .streams import (  # noqa: F401  (the target's interface)
     call_stream,
@@ -126,11 +131,6 @@ def _fetch(v, handle, func):
     peer_copy(q, v.device, p, v.home, n, src_stream, handle)
     view = DeviceView(buf, v.shape, v.strides, v.dtype, q + (v.ptr - p), False, v.device, lib=v.lib)
     return view, buf
-
-
-def _release(buf, handle):
-    if buf is not None:
-        buf.close(core_stream(handle))
 
 
 # --------------------------------------------------------------------- the general path
@@ -238,103 +238,82 @@ def read_count(count, stream, func="argwhere"):
     return int(h[0])
 
 
-# ------------------------------------------------------------------ repeated default calls
+# ------------------------------------------------------------------ the Target interface
+# (dmlnumba.target.Target: the calls a prepared Call makes of this target)
+
+_self = sys.modules[__name__]
 
 
-def _new_view(shape, dtype):
-    """A view of a new C-contiguous array (pointer filled in per call)."""
-    strides = tuple(v * dtype.itemsize for v in c_strides(shape))
-    return DeviceView(None, shape, strides, dtype, 0, False)
+def check_out(out, dtype, shape, name, func, x):
+    """A caller's CUDA output as a view, checked (:func:`dmlnumba.target.check_out`)."""
+    return _shared.check_out(_self, out, dtype, shape, name, func, x, library(out) == "torch")
 
 
-def _fast_ok(x, lib):
-    """Whether calls like this one may take a runner: not a copy from another GPU,
-    and for numba arrays, memory on the device of the array's context (the
-    device its runner is kept under)."""
-    if SIM or x.home is not None or not x.size:
-        return False
-    return lib != "numba" or x.obj.gpu_data.context.device.id == x.device
+def as_library(lib, a, bf16=False):
+    """A new result (allocated in the input's library already) as handed back: a
+    float16 PyTorch tensor's bits as bfloat16 (``bf16``); for a JAX input, a JAX array
+    through DLPack once the call's work is done (JAX reads on streams of its own; the
+    call ran on the legacy default stream, where JAX inputs run)."""
+    if lib == "jax":
+        import jax
+        from cuda.core.utils import StridedMemoryView
+
+        synchronize(0, describe(a, "result", "to_jax").device)
+        return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))
+    if bf16:
+        return a.view(sys.modules["torch"].bfloat16)
+    return a
 
 
-def _bare(x):
-    """``x`` without its array (a runner must not keep its first input alive)."""
-    return DeviceView(None, x.shape, x.strides, x.dtype, 0, False)
+def slice1_call(c):
+    """slice1: the runner the call keeps (``c.key``, new outputs only), where this
+    target makes one, else :func:`dmlnumba.target.slice1_into`."""
+    if c.key is not None and c.out is None:
+        run = slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
+    return _shared.slice1_into(_self, c)
 
 
-def _source(x, ptr_of, func):
-    """A runner's input: ``(layout, read)``, ``read(obj, handle)`` giving ``(address,
-    buffer to free after the launch or None)``.  A NumPy input sent to the GPU is
-    uploaded, C-contiguous, per call (refused inside a capture)."""
-    if x.host is None:
-        return x, lambda obj, handle: (ptr_of(obj), None)
-    dev = x.device
-
-    def read(obj, handle):
-        refuse_capture(handle, func, "copies a NumPy input to the GPU")
-        buf, ptr = upload(np.ascontiguousarray(obj), handle, dev)
-        return ptr, buf
-
-    return _new_view(x.shape, x.dtype), read
+def nonzero_call(c):
+    """nonzero_coordinates: the runner the call keeps (``c.key``), where this target
+    makes one, else :func:`dmlnumba.target.nonzero_into`."""
+    if c.key is not None:
+        run = nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
+    return _shared.nonzero_into(_self, c)
 
 
-def nonzero_runner(x, width, dtype, rows, lib):
-    """A repeated default nonzero call on inputs of ``x``'s library, layout and
-    device: new outputs from the library's allocator, one plan bound to the
-    library's current stream, with the device's context current (made so, for the
-    call, where the calling thread's is another's).  None where the call has no
-    kernel to run (empty input, no rows or columns)."""
-    if not (_fast_ok(x, lib) and width and rows):
-        return None
-    dev = x.device
-    with on(dev):  # a first call from another device's thread: the plan, allocators there
-        ptr_of, handle, alloc, scr = library_io(lib, x)
-        new_count, new_coords = alloc((1,), dtype), alloc((rows, width), dtype)
-    count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
-    x, read = _source(x, ptr_of, "nonzero_coordinates")
-    go = nonzero_plan(_bare(x), width, count, coords, rows).launch
-    want = context_handle(dev)
-
-    def run(obj, entered=False):
-        # The query the launch made anyway, made here: the guard adds a comparison (a
-        # thread with no current context, 0, takes the guarded path too).
-        ctx = current_context()
-        if ctx != want and not entered:
-            with on(dev):
-                return run(obj, True)
-        h = handle()
-        xp, buf = read(obj, h)
-        c, xs = new_count(), new_coords()
-        go(h, xp, ptr_of(xs), ptr_of(c), scr, ctx)
-        if buf is not None:
-            _release(buf, h)
-        return c, xs
-
-    return run
+def argwhere_call(c):
+    """The compact rows: counted first (a wait), then written
+    (:func:`dmlnumba.target.counted_rows`)."""
+    rows = _shared.counted_rows(_self, c.x, c.width, c.dtype, c.lib, c.stream, c.f)
+    if c.zero_d:
+        rows = rows[:, :0]
+    if c.transposed:
+        rows = _transposed(rows, c)
+    return as_library(c.lib, rows)
 
 
-def slice1_runner(x, starts, steps, out_shape, lib):
-    """A repeated default slice1 call (see :func:`nonzero_runner`)."""
-    if not _fast_ok(x, lib) or not all(out_shape):
-        return None
-    dev = x.device
-    with on(dev):
-        ptr_of, handle, alloc, _ = library_io(lib, x)
-        new_out = alloc(tuple(out_shape), x.dtype)
-    x, read = _source(x, ptr_of, "slice1")
-    go = slice_plan(_bare(x), starts, steps, _new_view(tuple(out_shape), x.dtype)).launch
-    want = context_handle(dev)
+def _transposed(rows, c):
+    """The ``(n, w)`` rows transposed into a new C-contiguous ``(w, n)`` array."""
+    v = describe(rows, "coordinates", c.f)
+    n, w = v.shape
+    ks = call_stream(c.lib, c.stream, c.x)
+    new = empty((w, n), v.dtype, ks, c.x, c.lib, c.f)
+    if n and w:
+        t = DeviceView(
+            v.obj, (w, n), v.strides[::-1], v.dtype, v.ptr, v.readonly, v.device, lib=v.lib
+        )
+        slice1(t, (0, 0), (1, 1), describe(new, "coordinates", c.f), ks, fresh=True)
+    return new
 
-    def run(obj, entered=False):
-        ctx = current_context()
-        if ctx != want and not entered:
-            with on(dev):
-                return run(obj, True)
-        h = handle()
-        xp, buf = read(obj, h)
-        o = new_out()
-        go(h, xp, ptr_of(o), ctx)
-        if buf is not None:
-            _release(buf, h)
-        return o
 
-    return run
+def empty_result(c, shape, dtype):
+    """A new empty result of the input's library, on its device."""
+    x = c.x
+    ks = call_stream(c.lib, None, x)
+    return as_library(c.lib, empty(shape, dtype, ks, x, c.lib, c.f), c.bf16)

@@ -304,7 +304,7 @@ def library_io(lib, v):
     built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
     library has them, so a call runs few Python frames of its own.  CuPy calls
     reach it only where the current device is the input's (see
-    ``dmlnumba.api._fresh_key``)."""
+    ``dmlnumba.keys._layout_key``)."""
     dev = v.device
     if lib == "torch":
         torch = torch_module()

@@ -1,0 +1,310 @@
+"""The runners of repeated calls, and one key function per operator that finds them.
+
+A validated call into new outputs (NumPy arrays on the CPU, PyTorch CUDA tensors and
+CuPy arrays on their GPU, numba device arrays) keeps a runner under a key of
+everything its validation read: the input's type, dtype, shape, strides and device,
+the parameters, and the settings' generation (so that a changed setting reaches the
+next call).  A repeat of such a call finds the runner here and skips validation and
+layout work.  Parameters are keys only when they are tuples or lists of Python ints
+(so that 1.0 or True never stands for 1).
+
+Each key function (:func:`slice1`, :func:`nonzero`, also argwhere's) returns ``(key,
+runner)``: the key a new runner is kept under (None: the call keeps none) and the
+runner kept there, or None.  The API passes the key on to the prepare step, which
+asks nothing twice.  Part of the prepare step: it asks which library an input
+belongs to, and first whether PyTorch traces the call (:func:`traced`).
+"""
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .arrays import current_cupy_device, library
+from .caches import Bounded
+
+#: Runners by key: slice1's id keys hold ``(runner, offsets, sizes, strides,
+#: output_sizes)`` (see :func:`_slice1_id_key`), every other key the runner.
+runners = Bounded()
+
+_ndarray = np.ndarray
+_modules = sys.modules
+
+#: A key function's key for a call that PyTorch traces (:func:`traced`): the prepare
+#: step sends it to the registered operators without asking again.
+TRACED = "traced"  # a string, whose identity torch.compile's tracing keeps (a tuple's not)
+#: The prepare step's ``key`` where no key function was asked (an adapter's call).
+UNASKED = "unasked"
+
+
+# ------------------------------------------------------------------ traced calls
+# (asked first: a traced call keeps no runner, and runs on dmlnumba.torch_ops)
+
+
+def traced(input, *outs):
+    """Whether this call goes through the registered PyTorch operators (see
+    :mod:`dmlnumba.torch_ops`): when torch.compile or torch.export traces it (the
+    tracer records one node per call), or when the input or an output is a PyTorch
+    tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
+    must never read or write through DLPack or a data pointer.  Cheap where PyTorch
+    is not loaded."""
+    torch = _modules.get("torch")
+    if torch is None:
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    Tensor = torch.Tensor
+    if type(input) is Tensor:  # the common case, asked here (a call less)
+        if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
+            return True
+    elif isinstance(input, Tensor) and _wrapper(input, Tensor):
+        return True
+    for o in outs:
+        if o is None:
+            continue
+        if type(o) is Tensor:
+            if _functional(o) or (_transforms_active() and _functorch_wrapped(o)):
+                return True
+        elif isinstance(o, Tensor) and _wrapper(o, Tensor):
+            return True
+    return False
+
+
+def _wrapper(t, Tensor):
+    """Whether the tensor ``t`` wraps others: FakeTensor, FunctionalTensor and other
+    ``torch._subclasses``; functional tensors; torch.func's batched and grad
+    wrappers (asked only while a torch.func transform runs: the global question is
+    the cheaper one).  ``torch.nn.Parameter`` and plain subclasses are read."""
+    tp = type(t)
+    if tp is not Tensor and _subclass(tp):
+        return True
+    return _functional(t) or (_transforms_active() and _functorch_wrapped(t))
+
+
+def _first_functional(t):
+    """``_functional``'s first call: PyTorch's own checks looked up (PyTorch is
+    loaded: ``t`` is a tensor), then asked.  Callers ask ``_functional`` first."""
+    global _functional, _transforms_active, _functorch_wrapped
+    C = _modules["torch"]._C
+    _functional = _modules["torch"]._is_functional_tensor
+    _transforms_active = C._are_functorch_transforms_active
+    _functorch_wrapped = C._functorch.is_functorch_wrapped_tensor
+    return _functional(t)
+
+
+# PyTorch's own checks (no test for None on every call: the first call looks them up).
+_functional: Any = _first_functional
+_transforms_active: Any = None
+_functorch_wrapped: Any = None
+
+
+def _subclass(tp):
+    """A tensor subclass the eager path cannot read (FakeTensor, FunctionalTensor,
+    wrapper subclasses); ``torch.nn.Parameter`` and plain subclasses are read."""
+    torch = _modules["torch"]
+    return tp is not torch.nn.Parameter and "_subclasses" in (tp.__module__ or "")
+
+
+# ------------------------------------------------------------------ keys
+
+
+def _int_params(*params):
+    """The parameters as a key: each a tuple of Python ints, or None where it is None;
+    None where one is anything but a tuple or list of Python ints (such calls take
+    the full path, which checks them)."""
+    key = []
+    for p in params:
+        if p is not None:
+            tp = type(p)
+            if tp is list:
+                p = tuple(p)
+            elif tp is not tuple:
+                return None
+            for i in p:
+                if type(i) is not int:
+                    return None
+        key.append(p)
+    return tuple(key)
+
+
+def _layout_key(input, device, stream):
+    """The layout part of a repeated call's key, for calls into new outputs on the
+    input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
+    device), PyTorch CUDA tensors, CuPy arrays and numba device arrays.  None for
+    anything else (those calls take the full path every time)."""
+    if stream is not None:
+        return None
+    tp = type(input)
+    if tp is _ndarray:
+        if device is None or device == "cpu":
+            return (tp, input.dtype, input.shape, input.strides, device, config.GENERATION)
+        if device == "cuda":
+            from . import dispatch  # the CUDA target, where a call has loaded it
+
+            if dispatch._cuda is not None:
+                dev = dispatch._cuda.current_device()
+                return (tp, input.dtype, input.shape, input.strides, device, dev, config.GENERATION)
+        return None
+    if device is not None:
+        return None
+    lib = library(input)
+    if lib == "torch":
+        if not input.is_cuda or input.is_neg():
+            return None
+        return (
+            tp,
+            input.dtype,
+            input.shape,
+            input.stride(),
+            input.get_device(),
+            input.requires_grad,
+            input.layout,
+            config.GENERATION,
+        )
+    if lib == "cupy":
+        # A runner allocates on CuPy's current device: other devices take the full path.
+        dev = input.data.device_id
+        if dev != current_cupy_device():
+            return None
+        return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
+    if lib == "numba":
+        # The device of the array's numba context (a runner is made only where that is
+        # its memory's, see gpu.target._fast_ok).
+        try:
+            dev = input.gpu_data.context.device.id
+        except AttributeError:  # no numba context to tell: the full path, every time
+            return None
+        return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
+    return None
+
+
+def _plain_dtype(dtype):
+    """Whether ``dtype`` may be part of a runner's key: a type, a string, a NumPy or a
+    PyTorch dtype, whose hash runs none of the caller's code (which could change the
+    input)."""
+    tp = type(dtype)
+    return tp is type or tp is str or issubclass(tp, np.dtype) or tp.__module__ == "torch"
+
+
+def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
+    """``(key, runner)`` of a nonzero_coordinates (``f``) or argwhere call; the key
+    None where the call keeps no runner (``outs``: it writes the caller's outputs),
+    :data:`TRACED` where PyTorch traces it.
+    A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
+    the same for ``device="cpu"``."""
+    if traced(input):
+        return TRACED, None
+    if outs:
+        return None, None
+    if not (
+        (width is None or type(width) is int)
+        and (max_count is None or type(max_count) is int)
+        and (type(dtype) is type or _plain_dtype(dtype))  # the default first: no call
+    ):
+        return None, None
+    if type(input) is _ndarray and stream is None and (device is None or device == "cpu"):
+        key: Any = (
+            f,
+            input.dtype,
+            input.shape,
+            input.strides,
+            width,
+            dtype,
+            type(dtype),
+            max_count,
+            config.GENERATION,
+        )
+    else:
+        layout = _layout_key(input, device, stream)
+        if layout is None:
+            return None, None
+        key = (f, layout, width, dtype, type(dtype), max_count)
+    try:
+        return key, runners.get(key)
+    except TypeError:  # an unhashable dtype argument: the checks say what is wrong
+        return None, None
+
+
+def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
+    """``(key, runner)`` of a slice1 call: the runner a function of the input (of
+    ``(input, out)`` with ``out``: True where it wrote, False where ``out`` may
+    overlap the input and the full path must run).  The key, for the prepare step:
+    ``(id_key, value_key, params)``, either key None where it does not apply;
+    :data:`TRACED` for a traced call.
+
+    A call on a NumPy array (``device`` and ``stream`` None) is first looked up by
+    the identity of its parameters (the id key): a repeat that passes the same tuple
+    objects (a stored window, literal tuples) finds its runner without reading a
+    parameter.  Only tuples of Python ints are kept under such a key (immutable, so
+    the same object means the same values), and the entry holds them, so that no
+    other object can take their ids while it lives.  A NumPy ``out``'s layout and
+    writeable flag are part of it (no id key for any other kind of output).  Then
+    by the parameters' values (the value key; new outputs only)."""
+    if traced(input, out):
+        return TRACED, None
+    id_key: Any = None
+    if type(input) is _ndarray and device is None and stream is None:
+        id_key = (
+            "slice1",
+            id(offsets),
+            id(sizes),
+            id(strides),
+            id(output_sizes),
+            input.dtype,
+            input.shape,
+            input.strides,
+            config.GENERATION,
+        )
+        if out is not None:
+            if type(out) is _ndarray:
+                id_key += (out.dtype, out.shape, out.strides, out.flags.writeable)
+            else:
+                id_key = None
+        if id_key is not None:
+            run = runners.get(id_key)
+            if run is not None:
+                return None, run[0]
+    params = (offsets, sizes, strides, output_sizes)
+    if id_key is not None and not all(p is None or type(p) is tuple for p in params):
+        id_key = None
+    value_key = None
+    if out is None:
+        ints = _int_params(*params)
+        layout = _layout_key(input, device, stream) if ints is not None else None
+        if layout is not None:
+            value_key = ("slice1", layout, ints)
+            run = runners.get(value_key)
+            if run is not None:
+                if id_key is not None:
+                    runners.put(id_key, (run,) + params)
+                return None, run
+    elif id_key is not None and _int_params(*params) is None:
+        id_key = None
+    if id_key is None and value_key is None:
+        return None, None
+    return (id_key, value_key, params), None
+
+
+def keeper(key):
+    """The function that keeps a new nonzero or argwhere runner under ``key`` (their
+    key function's), or None where the call keeps none."""
+    if key is None or key is TRACED:
+        return None
+    return lambda run: runners.put(key, run)
+
+
+def slice1_keeper(key):
+    """The function that keeps a new slice1 runner under ``key`` (:func:`slice1`'s):
+    under its value key, and under its id key with the parameter tuples it holds."""
+    if key is None or key is TRACED:
+        return None
+    id_key, value_key, params = key
+
+    def keep(run):
+        if value_key is not None:
+            runners.put(value_key, run)
+        if id_key is not None:
+            runners.put(id_key, (run,) + params)
+
+    return keep
