@@ -117,7 +117,8 @@ def test_the_compile_command_leaves_every_entry_its_own_code(tmp_path):
         f"""
         import sys
         import dmlnumba.__main__ as m
-        m._CASES = {_GROUPS!r}
+        import dmlnumba.precompile as p
+        p.CASES = {_GROUPS!r}
         sys.exit(m.cli(["compile", "--workers", "4"]))
         """,
         env,

@@ -11,6 +11,8 @@ import numpy as np
 
 import dmlnumba
 
+from . import precompile
+
 
 def _host(a):
     return a if isinstance(a, np.ndarray) else a.copy_to_host()
@@ -26,72 +28,13 @@ def _best(fn, repeat=20):
     return float(np.median(ts))
 
 
-#: One input per specialisation: (operator, dtype, coordinate dtype or None).
-_CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")] + [
-    ("nonzero", t, c)
-    for t in ("uint8", "uint16", "float32", "float64")
-    for c in ("uint32", "uint64")
-]
-
-#: CPU seconds a group of :data:`_CASES` (by operator and coordinate dtype) takes to
-#: compile cold in one process on a 2-core machine: the estimate printed before a
-#: compile starts (docs/PERFORMANCE.md, "Startup and compile time").
-_GROUP_SECONDS = {("slice1", None): 2.7, ("nonzero", "uint32"): 5.0, ("nonzero", "uint64"): 7.0}
-
-
-def _group_seconds(case):
-    return _GROUP_SECONDS[case[0], case[2]]
-
-
-def compile_group(op, t, c):
-    """The calls that compile one group of CPU kernels (``python -m dmlnumba compile``
-    runs each group in a process of its own): ``op`` on ``t`` inputs (and
-    ``c`` coordinates), one thread and all threads, and each of nonzero's serial
-    drivers (the positions pass, the single-block write, the blocks).  Returns the
-    CPU seconds taken."""
-    import logging
-
-    from . import config
-    from .cpu.nonzero import ARGWHERE_BUFFER_MAX
-
-    logging.getLogger("dmlnumba").setLevel(logging.ERROR)  # the bar says what is compiling
-    t0 = time.process_time()
-    big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
-    for n in (4, big):
-        x = np.ones(n, t)
-        if op == "slice1":
-            # Into out=: the kernel, also for windows that a new output would copy
-            # with NumPy.
-            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
-            continue
-        dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
-        dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
-        dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
-        if c == "uint64":
-            # argwhere past its worst-case buffer: passes of their own (serial below
-            # CPU_PARALLEL_MIN elements, parallel from it).
-            dmlnumba.argwhere(np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t))
-    return time.process_time() - t0
-
-
-def _bar(done, total, label, stream):
-    width = 30
-    fill = width * done // total
-    line = f"[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label}"
-    if stream.isatty():
-        stream.write("\r" + line.ljust(100)[:100])
-    else:
-        stream.write(line + "\n")
-    stream.flush()
-
-
 def compile_all(device=None, stream=sys.stderr, workers=None):
     """Compile (or load from numba's cache) every kernel a call on ``device`` can use:
     each bit width of both operators, for small inputs (one thread) and large ones
     (all threads), and nonzero's coordinates of each dtype in rows of one column
     (CUDA: the width-1 kernel) and of two (CUDA: the unstaged kernel; 32-bit rows
     take the staged write pass, a kernel for each of 2 to 8 columns), and (CPU)
-    argwhere's count and write passes.  On the CPU each group of :data:`_CASES`
+    argwhere's count and write passes.  On the CPU each group of :data:`dmlnumba.precompile.CASES`
     compiles in a process of its own, ``workers`` (default: every core) at a time;
     a line says how long that should take before it starts.  The groups share
     numba's cache files (one index a Python function, every specialisation in it):
@@ -106,64 +49,19 @@ def compile_all(device=None, stream=sys.stderr, workers=None):
     log.setLevel(logging.ERROR)  # the bar says what is compiling
     try:
         if device in (None, "cpu"):
-            return _compile_cpu(stream, workers or os.cpu_count() or 1)
+            return precompile.compile_cpu(stream, workers or os.cpu_count() or 1)
         return _compile_steps(device, stream, config)
     finally:
         log.setLevel(level)
 
 
-def _estimate(workers):
-    """Seconds a cold compile of every CPU group should take on ``workers`` processes
-    (longest groups first, each to the worker free first)."""
-    free = [0.0] * workers
-    for case in sorted(_CASES, key=_group_seconds, reverse=True):
-        i = free.index(min(free))
-        free[i] += _group_seconds(case)
-    return max(free) + 2.0  # and each process's start (numba's import)
-
-
-def _compile_cpu(stream, workers):
-    import concurrent.futures
-    import multiprocessing
-
-    # The groups' function by this module's name (a spawned process imports it by
-    # that name), also where this module runs as the command's __main__.
-    from dmlnumba.__main__ import compile_group
-
-    workers = max(1, min(workers, len(_CASES)))
-    stream.write(
-        f"compiling {len(_CASES)} CPU kernel groups in {workers} processes: about "
-        f"{_estimate(workers):.0f} s where numba's cache is empty (2-core VM figures; "
-        f"seconds where it holds them)\n"
-    )
-    stream.flush()
-    t0 = time.perf_counter()
-    order = sorted(_CASES, key=_group_seconds, reverse=True)
-    # "spawn": a forked child of a process whose numba thread pool has started may not
-    # run parallel kernels (see dmlnumba.cpu.threads).
-    ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        futures = {pool.submit(compile_group, *case): case for case in order}
-        for i, f in enumerate(concurrent.futures.as_completed(futures)):
-            cpu = f.result()
-            op, t, c = futures[f]
-            label = f"{op} {t}{' -> ' + c if c else ''} ({cpu:.1f} s of CPU)"
-            _bar(i + 1, len(order), label, stream)
-    took = time.perf_counter() - t0
-    if stream.isatty():
-        stream.write("\n")
-    stream.write(f"compiled in {took:.1f} s\n")
-    stream.flush()
-    return took
-
-
 def _compile_steps(device, stream, config):
     """CUDA: every kernel, one after another, in this process."""
     big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
-    steps = [(op, t, c, n) for op, t, c in _CASES for n in (2, big)]
+    steps = [(op, t, c, n) for op, t, c in precompile.CASES for n in (2, big)]
     t0 = time.perf_counter()
     for i, (op, t, c, n) in enumerate(steps):
-        _bar(i, len(steps), f"{op} {t}{' -> ' + c if c else ''}, {n} elements", stream)
+        precompile.bar(i, len(steps), f"{op} {t}{' -> ' + c if c else ''}, {n} elements", stream)
         x = np.ones(n, t)
         if op == "slice1":
             # A reversal (the tiles, or 8-byte words where aligned; the gather for 4-
@@ -178,7 +76,7 @@ def _compile_steps(device, stream, config):
             y = x.reshape((1,) * (w - 2) + (-1, 2))
             dmlnumba.nonzero_coordinates(y, dtype=c, device=device)
     took = time.perf_counter() - t0
-    _bar(len(steps), len(steps), f"done in {took:.1f} s", stream)
+    precompile.bar(len(steps), len(steps), f"done in {took:.1f} s", stream)
     if stream.isatty():
         stream.write("\n")
     return took

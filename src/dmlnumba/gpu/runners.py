@@ -8,9 +8,9 @@ from ..layout import c_strides
 from .devices import context_handle, on
 from .memory import current_context, upload
 from .plans import nonzero_plan, slice_plan
+from .sim import SIM
 from .streams import core_stream, refuse_capture
 from .views import DeviceView, library_io
-from .warp import SIM
 
 
 def _release(buf, handle):

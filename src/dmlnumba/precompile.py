@@ -1,0 +1,108 @@
+"""Compiling the CPU kernels ahead of time (``python -m dmlnumba compile``): the
+groups of kernels, each compiled in a process of its own, and the progress bar.
+A module of its own, not the command's ``__main__``, so that the spawned processes
+import :func:`compile_group` by this module's name."""
+
+import concurrent.futures
+import multiprocessing
+import time
+
+import numpy as np
+
+import dmlnumba
+
+#: One input per specialisation: (operator, dtype, coordinate dtype or None).
+CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")] + [
+    ("nonzero", t, c)
+    for t in ("uint8", "uint16", "float32", "float64")
+    for c in ("uint32", "uint64")
+]
+
+#: CPU seconds a group of :data:`CASES` (by operator and coordinate dtype) takes to
+#: compile cold in one process on a 2-core machine: the estimate printed before a
+#: compile starts (docs/PERFORMANCE.md, "Startup and compile time").
+GROUP_SECONDS = {("slice1", None): 2.7, ("nonzero", "uint32"): 5.0, ("nonzero", "uint64"): 7.0}
+
+
+def group_seconds(case):
+    return GROUP_SECONDS[case[0], case[2]]
+
+
+def compile_group(op, t, c):
+    """The calls that compile one group of CPU kernels (``python -m dmlnumba compile``
+    runs each group in a process of its own): ``op`` on ``t`` inputs (and
+    ``c`` coordinates), one thread and all threads, and each of nonzero's serial
+    drivers (the positions pass, the single-block write, the blocks).  Returns the
+    CPU seconds taken."""
+    import logging
+
+    from . import config
+    from .cpu.nonzero import ARGWHERE_BUFFER_MAX
+
+    logging.getLogger("dmlnumba").setLevel(logging.ERROR)  # the bar says what is compiling
+    t0 = time.process_time()
+    big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
+    for n in (4, big):
+        x = np.ones(n, t)
+        if op == "slice1":
+            # Into out=: the kernel, also for windows that a new output would copy
+            # with NumPy.
+            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
+            continue
+        dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
+        dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
+        dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
+        if c == "uint64":
+            # argwhere past its worst-case buffer: passes of their own (serial below
+            # CPU_PARALLEL_MIN elements, parallel from it).
+            dmlnumba.argwhere(np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t))
+    return time.process_time() - t0
+
+
+def bar(done, total, label, stream):
+    width = 30
+    fill = width * done // total
+    line = f"[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {label}"
+    if stream.isatty():
+        stream.write("\r" + line.ljust(100)[:100])
+    else:
+        stream.write(line + "\n")
+    stream.flush()
+
+
+def estimate(workers):
+    """Seconds a cold compile of every CPU group should take on ``workers`` processes
+    (longest groups first, each to the worker free first)."""
+    free = [0.0] * workers
+    for case in sorted(CASES, key=group_seconds, reverse=True):
+        i = free.index(min(free))
+        free[i] += group_seconds(case)
+    return max(free) + 2.0  # and each process's start (numba's import)
+
+
+def compile_cpu(stream, workers):
+    workers = max(1, min(workers, len(CASES)))
+    stream.write(
+        f"compiling {len(CASES)} CPU kernel groups in {workers} processes: about "
+        f"{estimate(workers):.0f} s where numba's cache is empty (2-core VM figures; "
+        f"seconds where it holds them)\n"
+    )
+    stream.flush()
+    t0 = time.perf_counter()
+    order = sorted(CASES, key=group_seconds, reverse=True)
+    # "spawn": a forked child of a process whose numba thread pool has started may not
+    # run parallel kernels (see dmlnumba.cpu.threads).
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        futures = {pool.submit(compile_group, *case): case for case in order}
+        for i, f in enumerate(concurrent.futures.as_completed(futures)):
+            cpu = f.result()
+            op, t, c = futures[f]
+            label = f"{op} {t}{' -> ' + c if c else ''} ({cpu:.1f} s of CPU)"
+            bar(i + 1, len(order), label, stream)
+    took = time.perf_counter() - t0
+    if stream.isatty():
+        stream.write("\n")
+    stream.write(f"compiled in {took:.1f} s\n")
+    stream.flush()
+    return took
