@@ -334,10 +334,11 @@ _FORK = """
     from dmlnumba.cpu import process
 
     def compiler_lock_held():
-        cl = sys.modules.get("numba.core.compiler_lock")
-        if cl is None or cl.global_compiler_lock._lock.acquire(blocking=False):
-            if cl is not None:
-                cl.global_compiler_lock._lock.release()
+        # The module may be in sys.modules half imported, by the other thread.
+        lock = getattr(sys.modules.get("numba.core.compiler_lock"), "global_compiler_lock", None)
+        if lock is None or lock._lock.acquire(blocking=False):
+            if lock is not None:
+                lock._lock.release()
             return False
         return True
 
