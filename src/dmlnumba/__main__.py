@@ -15,7 +15,7 @@ from . import precompile
 
 
 def _host(a):
-    return a if isinstance(a, np.ndarray) else a.copy_to_host()
+    return a.copy_to_host() if hasattr(a, "copy_to_host") else a  # a numba device array
 
 
 def _best(fn, repeat=20):

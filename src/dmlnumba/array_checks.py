@@ -4,8 +4,6 @@ and NumPy (see :mod:`dmlnumba.validation`)."""
 
 import numpy as np
 
-from .arrays import is_cuda_array, is_dask
-
 
 def check_out(out, dtype, shape, name, func):
     """An output array (described by its target) must be of ``dtype`` and ``shape``."""
@@ -90,26 +88,3 @@ def host_array(a, name, func):
             f"pass {name}.filled(0) (or {name}.data) instead"
         )
     return np.ndarray.view(a, np.ndarray)
-
-
-def argwhere_input(x, f="argwhere"):
-    """``x`` where dmlnumba reads it as an array, a list, tuple or scalar as
-    ``numpy.asarray`` reads it (as ``numpy.argwhere`` does); a TypeError for anything
-    else."""
-    if isinstance(x, (list, tuple, np.generic, bool, int, float)):
-        try:
-            return np.asarray(x)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{f}(): input could not be read as an array: {e}") from None
-    if (
-        isinstance(x, np.ndarray)
-        or is_dask(x)
-        or is_cuda_array(x)
-        or (hasattr(x, "__dlpack__") and not isinstance(x, type))
-    ):
-        return x
-    raise TypeError(
-        f"{f}(): input must be an array (NumPy, CuPy, numba, dask, or a PyTorch CPU or CUDA "
-        f"tensor), a list, a tuple or a scalar, not {type(x).__name__}; convert it with "
-        f"numpy.asarray(input) first"
-    )

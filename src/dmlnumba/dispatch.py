@@ -26,7 +26,7 @@ import numpy as np
 
 from . import config
 from . import validation as v
-from .arrays import _ASK, is_cuda_array, library
+from .arrays import _ASK, is_cuda_array, is_dask, library
 from .cpu import process
 from .cpu import target as target_cpu
 from .interop import bfloat16_out, check_jax_fits, torch_view
@@ -255,7 +255,7 @@ def run_nonzero(
     """nonzero_coordinates of an array, a list or a tuple (see :func:`run_slice1`)."""
     f = "nonzero_coordinates"
     if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it
-        input = v.argwhere_input(input, f)
+        input = argwhere_input(input, f)
     width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
     lib = library(input)
     outs = (out_count, out_coordinates)
@@ -267,9 +267,32 @@ def run_argwhere(input, device=None, stream=None):
     """argwhere of an array, a list, a tuple or a scalar (see :func:`run_slice1`); a
     0-d input gives NumPy's ``(1, 0)`` or ``(0, 0)``."""
     f = "argwhere"
-    input = v.argwhere_input(input, f)
+    input = argwhere_input(input, f)
     if len(input.shape) == 0:  # its one element's row, no columns
         return run_argwhere(input.reshape(1), device, stream)[:, :0]
     lib = library(input)
     c = nonzero_call(input, None, np.dtype(np.int64), None, None, None, device, stream, lib, f)
     return c.target.argwhere_call(c)
+
+
+def argwhere_input(x, f="argwhere"):
+    """``x`` where dmlnumba reads it as an array, a list, tuple or scalar as
+    ``numpy.asarray`` reads it (as ``numpy.argwhere`` does); a TypeError for anything
+    else."""
+    if isinstance(x, (list, tuple, np.generic, bool, int, float)):
+        try:
+            return np.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{f}(): input could not be read as an array: {e}") from None
+    if (
+        isinstance(x, np.ndarray)
+        or is_dask(x)
+        or is_cuda_array(x)
+        or (hasattr(x, "__dlpack__") and not isinstance(x, type))
+    ):
+        return x
+    raise TypeError(
+        f"{f}(): input must be an array (NumPy, CuPy, numba, dask, or a PyTorch CPU or CUDA "
+        f"tensor), a list, a tuple or a scalar, not {type(x).__name__}; convert it with "
+        f"numpy.asarray(input) first"
+    )

@@ -117,7 +117,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, ke
 def _as_array(input, f):
     """A list, tuple or scalar as ``numpy.asarray`` reads it; anything else as it is,
     where dmlnumba reads it as an array."""
-    return v.argwhere_input(input, f)
+    return dispatch.argwhere_input(input, f)
 
 
 def nonzero(

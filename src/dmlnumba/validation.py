@@ -18,7 +18,6 @@ import operator
 import numpy as np
 
 from .array_checks import (  # noqa: F401  (importable from here)
-    argwhere_input,
     check_no_overlap,
     check_out,
     check_strides,
