@@ -152,21 +152,30 @@ def resolve(
     return t, t.as_device_array(x, dev[1], func, name, lib)
 
 
+def _readable(input, lib, f):
+    """``(input, bf16)``: the input as the kernels can read it: a JAX array once its
+    asynchronous work is done (JAX computes on streams of its own), a PyTorch tensor
+    through :func:`~dmlnumba.interop.torch_view` (``bf16``: a bfloat16 one, viewed as
+    float16)."""
+    if lib == "jax":
+        input.block_until_ready()
+    elif lib == "torch":
+        return torch_view(input, f)
+    return input, False
+
+
 def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, stream, lib, key=None):
     """The :class:`~dmlnumba.target.Call` of an array's slice1, checked; ``key``: where
     a runner it makes is kept (dropped for bfloat16 inputs, read as float16)."""
     f = "slice1"
     # Read once, before the input's layout: a parameter's __index__ may change the input.
     offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
-    given_out, bf16 = out, False
-    if lib == "jax":  # JAX computes asynchronously, on streams of its own
-        input.block_until_ready()
-    elif lib == "torch":
-        input, bf16 = torch_view(input, f)
-        if bf16:  # copied as float16 (the same two bytes)
-            key = None
-            if out is not None:
-                out = bfloat16_out(out, f)
+    given_out = out
+    input, bf16 = _readable(input, lib, f)
+    if bf16:  # copied as float16 (the same two bytes)
+        key = None
+        if out is not None:
+            out = bfloat16_out(out, f)
     target, x = resolve(input, device, f, lib=lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
@@ -194,12 +203,9 @@ def nonzero_call(
 ):
     """The :class:`~dmlnumba.target.Call` of an array's nonzero_coordinates or argwhere
     (``f``), checked (``width``, ``dtype`` and ``max_count`` read already)."""
-    if lib == "jax":  # JAX computes asynchronously, on streams of its own
-        input.block_until_ready()
-    elif lib == "torch":
-        input, bf16 = torch_view(input, f)
-        if bf16:  # counted as float16: the same zeros (+0, -0), the rest non-zero
-            key = None
+    input, bf16 = _readable(input, lib, f)
+    if bf16:  # counted as float16: the same zeros (+0, -0), the rest non-zero
+        key = None
     target, x = resolve(input, device, f, lib=lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)

@@ -258,6 +258,17 @@ def slice1_into(t: Any, c: Call) -> Any:
     return c.given_out
 
 
+def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
+    """nonzero_coordinates on the array target ``t``: the runner the call keeps
+    (``c.key``), where ``t`` makes one, else :func:`nonzero_into`."""
+    if c.key is not None:
+        run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
+    return nonzero_into(t, c)
+
+
 def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
     """nonzero_coordinates on the target ``t`` (after its runner, where it keeps
     one): the count and rows written into new arrays or the caller's outputs.  Where

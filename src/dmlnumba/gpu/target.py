@@ -277,14 +277,8 @@ def slice1_call(c):
 
 
 def nonzero_call(c):
-    """nonzero_coordinates: the runner the call keeps (``c.key``), where this target
-    makes one, else :func:`dmlnumba.target.nonzero_into`."""
-    if c.key is not None:
-        run = nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
-        if run is not None:
-            c.keep(run)
-            return run(c.input)
-    return _shared.nonzero_into(_self, c)
+    """nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target."""
+    return _shared.nonzero_call(_self, c)
 
 
 def argwhere_call(c):
