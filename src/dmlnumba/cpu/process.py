@@ -104,16 +104,27 @@ def _compiler_lock() -> Any:
 
 
 def _before_fork() -> None:
-    """Wait for other threads' imports and compiles (and cache resets), taking their
-    locks in the order they nest; the child will hold them, from the thread that forks."""
+    """Wait for other threads' imports and compiles (and cache resets): take all their
+    locks at once, or none and try again, so that a thread holding one of them while
+    it waits for another (a compile that imports the kernels' module) is never
+    deadlocked by the fork; the child will hold them, from the thread that forks."""
+    locks = [lock for lock in (_import_lock, _compiler_lock(), compiling._lock) if lock is not None]
     deadline = time.monotonic() + FORK_WAIT_S
-    for lock in (_import_lock, _compiler_lock(), compiling._lock):
-        if lock is None:
-            continue
-        if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+    while True:
+        taken = []
+        for lock in locks:
+            if not lock.acquire(blocking=False):
+                break
+            taken.append(lock)
+        else:
+            _held.extend(taken)
+            return
+        for lock in reversed(taken):
+            lock.release()
+        if time.monotonic() >= deadline:
             _held.append(None)  # the child may not compile: see _after_fork_in_child
             return
-        _held.append(lock)
+        time.sleep(0.001)
 
 
 def _release_held() -> bool:
