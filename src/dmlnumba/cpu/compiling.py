@@ -202,7 +202,18 @@ def expected_seconds(key: tuple) -> int:
     return EXPECTED_SECONDS["driver"]
 
 
+#: Held for the whole of a kernel's first call (its compile, cache I/O and first run),
+#: so that a fork waits for it to end (:mod:`dmlnumba.cpu.process`): numba holds more
+#: locks during a compile than its compiler lock.
+first_call_lock = threading.RLock()
+
+
 def _first_call(kernel: Callable, key: tuple, args: tuple) -> Any:
+    with first_call_lock:
+        return _first_call_held(kernel, key, args)
+
+
+def _first_call_held(kernel: Callable, key: tuple, args: tuple) -> Any:
     if unusable:  # the compiler lock may be held by a thread of the parent
         raise RuntimeError(unusable)
     _warn_no_cache()

@@ -104,11 +104,12 @@ def _compiler_lock() -> Any:
 
 
 def _before_fork() -> None:
-    """Wait for other threads' imports and compiles (and cache resets): take all their
+    """Wait for other threads' first calls, imports and compiles (and cache resets): take all their
     locks at once, or none and try again, so that a thread holding one of them while
     it waits for another (a compile that imports the kernels' module) is never
     deadlocked by the fork; the child will hold them, from the thread that forks."""
-    locks = [lock for lock in (_import_lock, _compiler_lock(), compiling._lock) if lock is not None]
+    held = (compiling.first_call_lock, _import_lock, _compiler_lock(), compiling._lock)
+    locks = [lock for lock in held if lock is not None]
     deadline = time.monotonic() + FORK_WAIT_S
     while True:
         taken = []
