@@ -46,7 +46,7 @@ def slice1(
     if run is not None:
         if out is None:
             return run(input)
-        if run(input, out):  # False where out may overlap the input
+        if run(input, out) is not None:  # None where out may overlap the input
             return out
     call = prepare.slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, key)
     return call.target.slice1_call(call)
@@ -86,11 +86,15 @@ def nonzero_coordinates(
     while ``count`` stays the true count, so an overflow shows in the count
     without a host synchronization.
     """
-    outs = out_count is not None or out_coordinates is not None
     f = "nonzero_coordinates"
-    key, run = keys.nonzero(f, input, width, dtype, max_count, device, stream, outs)
+    outs = (out_count, out_coordinates)
+    key, run = keys.nonzero(f, input, width, dtype, max_count, device, stream, *outs)
     if run is not None:
-        return run(input)
+        if out_count is None and out_coordinates is None:
+            return run(input)
+        r = run(input, *outs)
+        if r is not None:  # None where an output may overlap the input
+            return r
     call = prepare.nonzero(
         input, width, dtype, max_count, out_count, out_coordinates, device, stream, key
     )

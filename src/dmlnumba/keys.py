@@ -187,16 +187,56 @@ def _plain_dtype(dtype):
     return tp is type or tp is str or issubclass(tp, np.dtype) or tp.__module__ == "torch"
 
 
-def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
+def out_layout(o):
+    """The part of a repeated call's key that a caller's output adds: everything the
+    checks of an output read that a later output of the same key could change
+    (:func:`dmlnumba.target.check_out`): its type, dtype, shape, strides, device and
+    writeable flag.  A runner then checks per call only what pointers decide: an
+    overlap with the input or the other output.  ``()`` for no output; None (the
+    full path, every time) for outputs of other kinds, and for PyTorch tensors whose
+    rules depend on more than the layout: one that requires grad (refused in grad
+    mode), an inference tensor (refused outside inference mode), a lazily negated
+    one (which the CPU cannot write in place)."""
+    tp = type(o)
+    if tp is _ndarray:
+        return (tp, o.dtype, o.shape, o.strides, o.flags.writeable)
+    if o is None:
+        return ()
+    lib = library(o)
+    try:
+        if lib == "torch":
+            if o.requires_grad or o.is_inference() or o.is_neg():
+                return None
+            return (tp, o.dtype, o.shape, o.stride(), o.get_device(), o.layout)
+        if lib == "cupy":
+            return (tp, o.dtype, o.shape, o.strides, o.data.device_id)
+        if lib == "numba":
+            return (tp, o.dtype, o.shape, o.strides, o.gpu_data.context.device.id)
+    except (AttributeError, RuntimeError):  # no strides or no device to tell
+        return None
+    return None
+
+
+def nonzero(
+    f, input, width, dtype, max_count, device, stream, out_count=None, out_coordinates=None
+):
     """``(key, runner)`` of a nonzero_coordinates (``f``) or argwhere call; the key
-    None where the call keeps no runner (``outs``: it writes the caller's outputs),
-    :data:`TRACED` where PyTorch traces it.
+    None where the call keeps no runner, :data:`TRACED` where PyTorch traces it.
+    Given outputs add their layouts (:func:`out_layout`) to the key, and their
+    runner is a function of ``(input, out_count, out_coordinates)`` that returns None
+    where the full path must run (an output may overlap the input).
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
-    if traced(input):
-        return TRACED, None
-    if outs:
-        return None, None
+    if out_count is None and out_coordinates is None:
+        outs: Any = None
+        if traced(input):
+            return TRACED, None
+    else:
+        if traced(input, out_count, out_coordinates):
+            return TRACED, None
+        outs = (out_layout(out_count), out_layout(out_coordinates))
+        if outs[0] is None or outs[1] is None:
+            return None, None
     if not (
         (width is None or type(width) is int)
         and (max_count is None or type(max_count) is int)
@@ -220,6 +260,8 @@ def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
         if layout is None:
             return None, None
         key = (f, layout, width, dtype, type(dtype), max_count)
+    if outs is not None:
+        key += outs
     try:
         return key, runners.get(key)
     except TypeError:  # an unhashable dtype argument: the checks say what is wrong
@@ -228,7 +270,7 @@ def nonzero(f, input, width, dtype, max_count, device, stream, outs=False):
 
 def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     """``(key, runner)`` of a slice1 call: the runner a function of the input (of
-    ``(input, out)`` with ``out``: True where it wrote, False where ``out`` may
+    ``(input, out)`` with ``out``: ``out`` where it wrote, None where ``out`` may
     overlap the input and the full path must run).  The key, for the prepare step:
     ``(id_key, value_key, params)``, either key None where it does not apply;
     :data:`TRACED` for a traced call.
@@ -240,7 +282,8 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     the same object means the same values), and the entry holds them, so that no
     other object can take their ids while it lives.  A NumPy ``out``'s layout and
     writeable flag are part of it (no id key for any other kind of output).  Then
-    by the parameters' values (the value key; new outputs only)."""
+    by the parameters' values (the value key), with ``out``'s layout
+    (:func:`out_layout`) where one is given."""
     if traced(input, out):
         return TRACED, None
     id_key: Any = None
@@ -269,17 +312,17 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     if id_key is not None and not all(p is None or type(p) is tuple for p in params):
         id_key = None
     value_key = None
-    if out is None:
-        ints = _int_params(*params)
-        layout = _layout_key(input, device, stream) if ints is not None else None
-        if layout is not None:
-            value_key = ("slice1", layout, ints)
-            run = runners.get(value_key)
-            if run is not None:
-                if id_key is not None:
-                    runners.put(id_key, (run,) + params)
-                return None, run
-    elif id_key is not None and _int_params(*params) is None:
+    outs = out_layout(out)
+    ints = _int_params(*params) if outs is not None else None
+    layout = _layout_key(input, device, stream) if ints is not None else None
+    if layout is not None:
+        value_key = ("slice1", layout, ints) + outs
+        run = runners.get(value_key)
+        if run is not None:
+            if id_key is not None:
+                runners.put(id_key, (run,) + params)
+            return None, run
+    elif id_key is not None and ints is None:
         id_key = None
     if id_key is None and value_key is None:
         return None, None

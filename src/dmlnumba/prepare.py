@@ -126,21 +126,21 @@ def nonzero(
     """nonzero_coordinates' :class:`~dmlnumba.target.Call`."""
     f = "nonzero_coordinates"
     given = out_count is not None or out_coordinates is not None
+    outs = (out_count, out_coordinates)
     if key is UNASKED:
-        key = keys.nonzero(f, input, width, dtype, max_count, device, stream, given)[0]
+        key = keys.nonzero(f, input, width, dtype, max_count, device, stream, *outs)[0]
     if key is TRACED or (given and keys.traced(input, out_count, out_coordinates)):
         args = (width, dtype, max_count, out_count, out_coordinates, device, stream)
         return Call(f, input, "torch", adapter("torch"), args=args)
     if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it, as argwhere does
         input = _as_array(input, f)
-        key = keys.nonzero(f, input, width, dtype, max_count, device, stream, given)[0]
+        key = keys.nonzero(f, input, width, dtype, max_count, device, stream, *outs)[0]
     # Read once, before the input's layout: a parameter's __index__ may change the input.
     width, dtype, max_count = v.nonzero_args(width, dtype, max_count, f)
     lib = _lib(input)  # asked once: every layer below is told
     if lib == "dask":
         _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
         return Call(f, input, lib, adapter("dask"), device=device, args=(width, dtype, max_count))
-    outs = (out_count, out_coordinates)
     c = dispatch.nonzero_call(input, width, dtype, max_count, *outs, device, stream, lib, f, key)
     c.keep = keys.keeper(c.key)
     return c

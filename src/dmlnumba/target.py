@@ -169,13 +169,29 @@ class Target(Runs, Protocol):
     ) -> None:
         """Write the count and at most ``limit`` coordinate rows."""
 
-    def nonzero_runner(self, x: Any, width: int, dtype: Any, rows: int, lib: Any) -> Any:
-        """A function of an input laid out like ``x`` giving ``(count, coordinates)``
-        in new arrays, or None where this target keeps none for the call."""
+    def nonzero_runner(
+        self,
+        x: Any,
+        width: int,
+        dtype: Any,
+        rows: int,
+        lib: Any,
+        count: Any = ...,
+        coords: Any = ...,
+    ) -> Any:
+        """A function of an input laid out like ``x`` (and of outputs laid out like
+        the checked ``count`` and ``coords``, where given) giving ``(count,
+        coordinates)``, new arrays where none is given; None where this target keeps
+        none for the call.  Given outputs: the function returns None, having written
+        nothing, where one may overlap the input or the other."""
 
-    def slice1_runner(self, x: Any, starts: Any, steps: Any, out_shape: Any, lib: Any) -> Any:
+    def slice1_runner(
+        self, x: Any, starts: Any, steps: Any, out_shape: Any, lib: Any, out: Any = ...
+    ) -> Any:
         """A function of an input laid out like ``x`` giving the window in a new
-        array, or None."""
+        array, or (``out``: a checked output's layout) of ``(input, out)`` giving
+        ``out``, or None where it may overlap the input; None where this target keeps
+        none."""
 
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether ``a`` and ``b`` may share memory (a cheap range test)."""
@@ -245,7 +261,8 @@ def check_out(
 def slice1_into(t: Any, c: Call) -> Any:
     """slice1 on the target ``t`` (after its runner, where it keeps one): the window
     written into a new array or into the caller's ``out`` (which the target writes
-    through a buffer where it overlaps the input)."""
+    through a buffer where it overlaps the input), whose checks keep the runner of
+    later calls into outputs of its layout."""
     x, f = c.x, c.f
     if c.out is None:
         ks = t.call_stream(c.lib, c.stream, x)
@@ -253,6 +270,15 @@ def slice1_into(t: Any, c: Call) -> Any:
         t.slice1(x, c.starts, c.steps, t.describe(new, "out", f), ks, fresh=True)
         return t.as_library(c.lib, new, c.bf16)
     o = t.check_out(c.out, x.dtype, c.shape, "out", f, x)
+    if c.key is not None:
+        # Checked: later calls into outputs of this layout (their key) take the runner.
+        run = t.slice1_runner(x, c.starts, c.steps, c.shape, c.lib, o)
+        if run is not None:
+            c.keep(run)
+            # A caller's array written as it is (a NumPy out on the CPU, no marks to
+            # repeat): the runner writes it on this call too, as on the repeats.
+            if o is c.out and run(c.input, o) is not None:
+                return c.given_out
     ks = t.call_stream(c.lib, c.stream, x)
     t.slice1(x, c.starts, c.steps, o, ks)
     return c.given_out
@@ -260,8 +286,9 @@ def slice1_into(t: Any, c: Call) -> Any:
 
 def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
     """nonzero_coordinates on the array target ``t``: the runner the call keeps
-    (``c.key``), where ``t`` makes one, else :func:`nonzero_into`."""
-    if c.key is not None:
+    (``c.key``), where ``t`` makes one, else :func:`nonzero_into` (which keeps the
+    runner of a call into given outputs)."""
+    if c.key is not None and c.out_count is None and c.out_coordinates is None:
         run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
         if run is not None:
             c.keep(run)
@@ -271,7 +298,8 @@ def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
 
 def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
     """nonzero_coordinates on the target ``t`` (after its runner, where it keeps
-    one): the count and rows written into new arrays or the caller's outputs.  Where
+    one): the count and rows written into new arrays or the caller's outputs, whose
+    checks keep the runner of later calls into outputs of their layouts.  Where
     an output overlaps the input the call writes new arrays and then copies them
     over, so that the whole input is read before anything of it is overwritten."""
     x, f, w, dt, rows, lib = c.x, c.f, c.width, c.dtype, c.rows, c.lib
@@ -291,6 +319,11 @@ def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
             f"{f}(): out_count and out_coordinates overlap in memory; the count "
             f"would overwrite a coordinate"
         )
+    if c.key is not None and (oc is not None or ox is not None):
+        # Checked: later calls into outputs of these layouts (their key) take the runner.
+        run = t.nonzero_runner(x, w, dt, rows, lib, oc, ox)
+        if run is not None:
+            c.keep(run)
     aliased = any(o is not None and t.overlaps(x, o) for o in (oc, ox))
     ks = t.call_stream(lib, c.stream, x)
     new_count = t.empty((1,), dt, ks, x, lib, f) if oc is None or aliased else None

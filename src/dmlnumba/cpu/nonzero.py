@@ -6,9 +6,11 @@ import numpy as np
 
 from .. import config
 from ..dtypes import nonzero_mask
+from ..interop import torch_written
 from ..layout import uint_of_size
 from ..params import NONZERO_CPU, pack
 from . import compiling, process
+from .slice import overlaps
 from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
 from .views import flat_view, reader
 
@@ -102,46 +104,108 @@ def _serial(driver, bits):
     return k.nonzero, key, (count, fw)
 
 
-def nonzero_runner(x, width, dtype, rows, lib=None):
-    """Like :func:`~dmlnumba.cpu.slice.slice1_runner`, for nonzero_coordinates into new
-    outputs of ``dtype`` with ``rows`` rows: the function returns ``(count,
-    coordinates)``."""
+def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
+    """Like :func:`~dmlnumba.cpu.slice.slice1_runner`, for nonzero_coordinates with
+    outputs of ``dtype`` and ``rows`` rows: the function of ``(x, out_count=None,
+    out_coordinates=None)`` returns ``(count, coordinates)``, new arrays where this
+    runner's call gives none.  ``count`` and ``coords``: the NumPy views of the first
+    call's checked outputs (:func:`dmlnumba.target.check_out`), whose layouts every
+    later call's share (its key holds them); None where the call allocates.  With
+    either given, a call where an output may overlap the input or the other output
+    returns None, having written nothing (the full path then decides: a copy
+    through new arrays, or an error); None (no runner) for calls with no rows to
+    write (an empty input, no columns or rows)."""
     n = x.size
     u = np.dtype(uint_of_size(dtype.itemsize))
     shape = (rows, width)
+    given = count is not None or coords is not None
+    if given and not (n and width and rows):
+        return None
     if n == 0:
         return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
     _, sbase, sstr = flat_view(x)
     view = u != dtype
     read = reader(x)
-
     p = _fresh_rows_block(x, sbase, sstr, width, rows)
+    obase = 0
+    if given:
+        p, obase = _given_block(p, count, coords)
     fields = {"n": n, "limit": rows, "contiguous": x.flags.c_contiguous, "first": 0}
-    driver = nonzero_driver({**fields, "width": width, "rs": width, "out_base": 0})
+    rs = width if coords is None else int(p[NONZERO_CPU.rs])
+    driver = nonzero_driver({**fields, "width": width, "rs": rs, "out_base": obase})
     serial = not nonzero_on_threads(p)
+    # The given outputs' flat views, and their library's rules (PyTorch's marks).
+    write_count = None if count is None else reader(count)
+    write_coords = None if coords is None else reader(coords)
     kernel = None
     key: tuple = ()
     passes: tuple = ()
 
-    def run(x):
+    def run(x, out_count=None, out_coordinates=None):
         nonlocal kernel, key, passes
-        cnt = np.empty(1, u)
-        crd = np.empty(shape, u)  # and its flat view: cheaper than the other way round
+        oc, ox = out_count, out_coordinates
+        if given:
+            if oc is not None:
+                oc = _host(oc)
+                if overlaps(x, oc):
+                    return None
+            if ox is not None:
+                ox = _host(ox)
+                if overlaps(x, ox) or (oc is not None and overlaps(oc, ox)):
+                    return None
+        cnt = np.empty(1, u) if oc is None else None
+        crd = np.empty(shape, u) if ox is None else None
+        wc = cnt if oc is None else write_count(oc)
+        wx = crd.ravel() if ox is None else write_coords(ox)
         src = read(x)
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
             if passes:
-                compiling.run(kernel, key, *passes, src, p, crd.ravel(), cnt)
+                compiling.run(kernel, key, *passes, src, p, wx, wc)
             else:  # the positions pass: no C function (and no star call)
-                compiling.run(kernel, key, src, p, crd.ravel(), cnt)
+                compiling.run(kernel, key, src, p, wx, wc)
         else:
-            _launch_block(p, src, crd.ravel(), cnt, driver)
+            _launch_block(p, src, wx, wc, driver)
             if serial:  # compiled (or loaded) by the call just made
-                kernel, key, passes = _serial(driver, (8 * src.itemsize, 8 * crd.itemsize))
+                kernel, key, passes = _serial(driver, (8 * src.itemsize, 8 * wx.itemsize))
+        if given:
+            return _given(out_count, cnt, dtype, view), _given(out_coordinates, crd, dtype, view)
         if view:
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd
 
     return run
+
+
+def _given_block(p, count, coords):
+    """``(block, out_base)``: the block ``p`` of new outputs rewritten for the given
+    ``count`` and ``coords`` (NumPy views; either may be None: a new one's place)."""
+    p = p.copy()
+    if count is not None:
+        p[NONZERO_CPU.count_pos] = flat_view(count)[1]
+    obase = 0
+    if coords is not None:
+        _, obase, ostr = flat_view(coords)
+        p[NONZERO_CPU.out_base] = obase
+        p[NONZERO_CPU.rs], p[NONZERO_CPU.cs] = ostr[-2], ostr[-1]
+    return p, obase
+
+
+def _host(o):
+    """A caller's CPU output as the NumPy array the kernel writes: itself, or a
+    PyTorch CPU tensor's memory (a key holds its library's rules, see
+    :func:`dmlnumba.keys.out_layout`)."""
+    return o if type(o) is np.ndarray else o.numpy()
+
+
+def _given(o, new, dtype, view):
+    """A runner's result: the caller's output ``o`` (a PyTorch tensor marked written,
+    as PyTorch's in-place ops mark theirs), or the new array ``new`` where none was
+    given."""
+    if o is None:
+        return new.view(dtype) if view else new
+    if type(o) is not np.ndarray:
+        torch_written(o)
+    return o
 
 
 def argwhere_runner(x):

@@ -5,6 +5,7 @@ repeat a validated call with the layout work done once."""
 import numpy as np
 
 from .. import config
+from ..interop import torch_written
 from ..layout import c_strides, slice_geometry, uint_of_size
 from . import compiling, process, threads
 from .views import flat_view, reader
@@ -43,68 +44,64 @@ def _numpy_slice(start, step, m):
     return slice(start, stop if stop >= 0 else None, step)
 
 
-def slice1_runner(x, starts, steps, out_shape, lib=None):
-    """A function that runs this validated slice1 call (into a new output) on any
-    input laid out like ``x`` (same dtype, shape and strides), with the layout
-    work done once.  :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``:
-    the input's library, as for :func:`dmlnumba.gpu.target.slice1_runner` (only
-    plain NumPy arrays reach this target's runners, so None)."""
+def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
+    """A function that runs this validated slice1 call on any input laid out like
+    ``x`` (same dtype, shape and strides), with the layout work done once.
+    :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``: the input's
+    library, as for :func:`dmlnumba.gpu.target.slice1_runner` (only plain NumPy
+    arrays reach this target's runners, so None).
+
+    ``out``: None for calls into new arrays, whose function of ``x`` returns one; or
+    the NumPy view of the first call's checked ``out`` (:func:`dmlnumba.target.check_out`),
+    for calls into outputs laid out like it (their key holds the layout): the function
+    of ``(x, out)`` returns ``out``, or None (having written nothing) where the two
+    may share memory (:func:`overlaps`) and the kernel would copy (the full path,
+    :func:`slice1`, then copies through a buffer).  None (no runner) for an empty
+    ``out``."""
     dtype = x.dtype
     u = uint_of_size(dtype.itemsize)
     size = 1
     for n in out_shape:
         size *= n
     if size == 0:
-        return lambda x: np.empty(out_shape, dtype)
+        return lambda x: np.empty(out_shape, dtype) if out is None else None
     idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out_shape))
     _, sbase, sstr = flat_view(x)
-    geom, off = slice_geometry(out_shape, starts, steps, sstr, c_strides(tuple(out_shape)))
+    dbase, dstr = 0, c_strides(tuple(out_shape))
+    if out is not None:
+        _, dbase, dstr = flat_view(out)
+    geom, off = slice_geometry(out_shape, starts, steps, sstr, dstr)
     base = sbase + off
     read = reader(x)
+    write = reader(out) if out is not None else None
+    may_share = overlaps
+    copyto = np.copyto
 
-    def run(x):
+    def run(x, out=None):
+        o = out
+        if o is not None and type(o) is not np.ndarray:
+            o = o.numpy()  # a PyTorch CPU tensor's memory (its key holds its rules)
         if size <= config.CPU_SLICE_NUMPY_MAX:
             # A small window: NumPy's strided view and copy (a byte copy, so bit-exact)
             # costs less than a kernel call's fixed overhead (docs/PERFORMANCE.md).
-            return x[idx].copy()
-        out = np.empty(out_shape, dtype)
-        _copy(read(x), base, out.ravel().view(u), 0, geom, size)
-        return out
-
-    return run
-
-
-def slice1_out_runner(x, starts, steps, out):
-    """Like :func:`slice1_runner`, for a validated call into the NumPy array ``out``:
-    a function of ``(x, out)`` for arrays laid out like these that copies the
-    window and returns True, or returns False (having written nothing) where the
-    two may share memory (:func:`overlaps`) and the kernel would copy (the full
-    path, :func:`slice1`, then copies through a buffer)."""
-    size = out.size
-    if size == 0:
-        return lambda x, out: True
-    _, sbase, sstr = flat_view(x)
-    _, dbase, dstr = flat_view(out)
-    geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
-    base = sbase + off
-    read = reader(x)
-    write = reader(out)
-    may_share = overlaps
-    idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out.shape))
-    copyto = np.copyto
-
-    def run(x, out):
-        if size <= config.CPU_SLICE_NUMPY_MAX:
-            # As for new outputs (slice1_runner).  A window that may overlap ``out`` is
-            # copied first: NumPy's copyto does not buffer every overlap (a 1-d
-            # same-direction one of other strides is copied element by element).
+            if o is None:
+                return x[idx].copy()
+            # A window that may overlap ``out`` is copied first: NumPy's copyto does
+            # not buffer every overlap (a 1-d same-direction one of other strides is
+            # copied element by element).
             w = x[idx]
-            copyto(out, w.copy() if may_share(w, out) else w)
-            return True
-        if may_share(x, out):
-            return False
-        _copy(read(x), base, write(out), dbase, geom, size)
-        return True
+            copyto(o, w.copy() if may_share(w, o) else w)
+        elif o is None:
+            o = np.empty(out_shape, dtype)
+            _copy(read(x), base, o.ravel().view(u), 0, geom, size)
+            return o
+        elif may_share(x, o):
+            return None
+        else:
+            _copy(read(x), base, write(o), dbase, geom, size)
+        if o is not out:
+            torch_written(out)  # as PyTorch's in-place ops mark the tensors they write
+        return out
 
     return run
 

@@ -14,7 +14,7 @@ from .. import target as _shared
 from ..array_checks import host_array
 from ..arrays import library
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
-from .slice import overlaps, slice1, slice1_out_runner, slice1_runner
+from .slice import overlaps, slice1, slice1_runner
 from .threads import one_thread
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "shares_memory",
     "slice1",
     "slice1_call",
-    "slice1_out_runner",
     "slice1_runner",
 ]
 
@@ -127,25 +126,14 @@ def as_library(lib, a, bf16=False):
 
 
 def slice1_call(c):
-    """slice1: the runner the call keeps (``c.key``), of the input, or for a NumPy
-    call into the NumPy array ``out`` of ``(input, out)``; else
-    :func:`dmlnumba.target.slice1_into`."""
-    if c.key is None:
-        return _shared.slice1_into(_self, c)
-    if c.out is None:
+    """slice1: the runner the call keeps (``c.key``) where it writes a new array, else
+    :func:`dmlnumba.target.slice1_into` (which keeps the runner of a call into
+    ``out``)."""
+    if c.key is not None and c.out is None:
         run = slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
-        if run is None:
-            return _shared.slice1_into(_self, c)
         c.keep(run)
         return run(c.input)
-    o = check_out(c.out, c.x.dtype, c.shape, "out", c.f, c.x)
-    if o is c.out:
-        run = slice1_out_runner(c.x, c.starts, c.steps, o)
-        c.keep(run)
-        if run(c.input, c.out):  # False where out may overlap the input
-            return c.out
-    slice1(c.x, c.starts, c.steps, o)
-    return c.given_out
+    return _shared.slice1_into(_self, c)
 
 
 def nonzero_call(c):

@@ -1,9 +1,15 @@
-"""The CUDA target's runners: repeated default calls (new outputs, the library's
-current stream) bound once to a plan, so that a repeat skips validation and layout
-work (see :mod:`dmlnumba.keys`)."""
+"""The CUDA target's runners: repeated calls (on the library's current stream, into
+new outputs or into given ones of the layouts their key holds) bound once to a plan,
+so that a repeat skips validation and layout work (see :mod:`dmlnumba.keys`).  A
+call into given outputs checks per call only what their addresses decide: whether
+an output's bytes meet the input's or the other output's (a range test)."""
+
+import operator
+import sys
 
 import numpy as np
 
+from ..interop import torch_written
 from ..layout import c_strides
 from .devices import context_handle, on
 from .memory import current_context, upload
@@ -11,6 +17,8 @@ from .plans import nonzero_plan, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture
 from .views import DeviceView, library_io
+
+_modules = sys.modules
 
 
 def _release(buf, handle):
@@ -54,64 +62,127 @@ def _source(x, ptr_of, func):
     return _new_view(x.shape, x.dtype), read
 
 
-def nonzero_runner(x, width, dtype, rows, lib):
-    """A repeated default nonzero call on inputs of ``x``'s library, layout and
-    device: new outputs from the library's allocator, one plan bound to the
-    library's current stream, with the device's context current (made so, for the
-    call, where the calling thread's is another's).  None where the call has no
-    kernel to run (empty input, no rows or columns)."""
+def _given(v, ptr_of):
+    """A given output's part of a runner: ``(layout, address of such an output,
+    (first, end) of its bytes from that address, PyTorch's)``; for no output (None),
+    the new array's layout is made by the caller."""
+    lib = v.lib
+    if lib == "torch":
+        get = _modules["torch"].Tensor.data_ptr
+    elif lib == "cupy":
+        get = operator.attrgetter("data.ptr")
+    else:  # numba's (the only other library a key holds, see keys.out_layout)
+        from .._internals import numba_pointer as get
+    b = _bare(v)
+    return b, get, b.span(), lib == "torch"
+
+
+def _apart(a, ra, b, rb):
+    """Whether the bytes ``ra`` from address ``a`` and ``rb`` from ``b`` are apart."""
+    return a + ra[1] <= b + rb[0] or b + rb[1] <= a + ra[0]
+
+
+def nonzero_runner(x, width, dtype, rows, lib, count=None, coords=None):
+    """A repeated nonzero call on inputs of ``x``'s library, layout and device: new
+    outputs from the library's allocator where the call gives none (``count`` and
+    ``coords``: the first call's checked outputs, whose layouts a later call's share:
+    its key holds them), one plan bound to the library's current stream, with the
+    device's context current (made so, for the call, where the calling thread's is
+    another's).  With outputs given, the function of ``(input, out_count,
+    out_coordinates)`` returns None, having launched nothing, where an output's
+    bytes may meet the input's or the other output's (the full path then decides).
+    None where the call has no kernel to run (empty input, no rows or columns)."""
     if not (_fast_ok(x, lib) and width and rows):
         return None
     dev = x.device
     with on(dev):  # a first call from another device's thread: the plan, allocators there
         ptr_of, handle, alloc, scr = library_io(lib, x)
-        new_count, new_coords = alloc((1,), dtype), alloc((rows, width), dtype)
-    count, coords = _new_view((1,), dtype), _new_view((rows, width), dtype)
+        new_count = alloc((1,), dtype) if count is None else None
+        new_coords = alloc((rows, width), dtype) if coords is None else None
+    given = count is not None or coords is not None
+    cl, cget, cr, cmark = (_new_view((1,), dtype), ptr_of, None, False)
+    if count is not None:
+        cl, cget, cr, cmark = _given(count, ptr_of)
+    ol, oget, orr, omark = (_new_view((rows, width), dtype), ptr_of, None, False)
+    if coords is not None:
+        ol, oget, orr, omark = _given(coords, ptr_of)
+    xr = None if x.host is not None else _bare(x).span()  # a staged input meets nothing
     x, read = _source(x, ptr_of, "nonzero_coordinates")
-    go = nonzero_plan(_bare(x), width, count, coords, rows).launch
+    go = nonzero_plan(_bare(x), width, cl, ol, rows).launch
     want = context_handle(dev)
 
-    def run(obj, entered=False):
+    def run(obj, out_count=None, out_coordinates=None, entered=False):
         # The query the launch made anyway, made here: the guard adds a comparison (a
         # thread with no current context, 0, takes the guarded path too).
         ctx = current_context()
         if ctx != want and not entered:
             with on(dev):
-                return run(obj, True)
+                return run(obj, out_count, out_coordinates, True)
         h = handle()
+        c = new_count() if new_count is not None else out_count
+        xs = new_coords() if new_coords is not None else out_coordinates
+        cp, op = cget(c), oget(xs)
+        if given:
+            if cr is not None and orr is not None and not _apart(cp, cr, op, orr):
+                return None
+            if xr is not None:
+                xp = ptr_of(obj)
+                if cr is not None and not _apart(xp, xr, cp, cr):
+                    return None
+                if orr is not None and not _apart(xp, xr, op, orr):
+                    return None
         xp, buf = read(obj, h)
-        c, xs = new_count(), new_coords()
-        go(h, xp, ptr_of(xs), ptr_of(c), scr, ctx)
+        go(h, xp, op, cp, scr, ctx)
         if buf is not None:
             _release(buf, h)
+        if cmark or omark:  # as PyTorch's in-place ops mark the tensors they write
+            _mark(c if cmark else None, xs if omark else None)
         return c, xs
 
     return run
 
 
-def slice1_runner(x, starts, steps, out_shape, lib):
-    """A repeated default slice1 call (see :func:`nonzero_runner`)."""
+def _mark(*tensors):
+    """Bump the version counters of the given PyTorch tensors that a call wrote."""
+    for t in tensors:
+        if t is not None:
+            torch_written(t)
+
+
+def slice1_runner(x, starts, steps, out_shape, lib, out=None):
+    """A repeated slice1 call (see :func:`nonzero_runner`): a function of the input
+    giving a new array, or (``out``: the first call's checked output) of ``(input,
+    out)`` giving ``out``, or None where its bytes may meet the input's."""
     if not _fast_ok(x, lib) or not all(out_shape):
         return None
     dev = x.device
     with on(dev):
         ptr_of, handle, alloc, _ = library_io(lib, x)
-        new_out = alloc(tuple(out_shape), x.dtype)
+        new_out = alloc(tuple(out_shape), x.dtype) if out is None else None
+    ol, oget, orr, mark = (_new_view(tuple(out_shape), x.dtype), ptr_of, None, False)
+    if out is not None:
+        ol, oget, orr, mark = _given(out, ptr_of)
+    xr = None if x.host is not None or out is None else _bare(x).span()
     x, read = _source(x, ptr_of, "slice1")
-    go = slice_plan(_bare(x), starts, steps, _new_view(tuple(out_shape), x.dtype)).launch
+    go = slice_plan(_bare(x), starts, steps, ol).launch
     want = context_handle(dev)
 
-    def run(obj, entered=False):
+    def run(obj, out=None, entered=False):
         ctx = current_context()
         if ctx != want and not entered:
             with on(dev):
-                return run(obj, True)
+                return run(obj, out, True)
         h = handle()
+        o = new_out() if new_out is not None else out
+        op = oget(o)
+        if xr is not None and not _apart(ptr_of(obj), xr, op, orr):
+            return None
         xp, buf = read(obj, h)
-        o = new_out()
-        go(h, xp, ptr_of(o), ctx)
+        go(h, xp, op, ctx)
         if buf is not None:
             _release(buf, h)
+        if mark:  # as PyTorch's in-place ops mark the tensors they write
+            torch_written(o)
         return o
 
     return run

@@ -266,8 +266,9 @@ def as_library(lib, a, bf16=False):
 
 
 def slice1_call(c):
-    """slice1: the runner the call keeps (``c.key``, new outputs only), where this
-    target makes one, else :func:`dmlnumba.target.slice1_into`."""
+    """slice1: the runner the call keeps (``c.key``) where it writes a new array and
+    this target makes one, else :func:`dmlnumba.target.slice1_into` (which keeps the
+    runner of a call into ``out``)."""
     if c.key is not None and c.out is None:
         run = slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
         if run is not None:
