@@ -2,6 +2,8 @@
 of driver (serial or on numba's threads), the full call, the runner that repeats a
 validated call, argwhere, and the dask stripes (a block of a larger array)."""
 
+from typing import Any
+
 import numpy as np
 
 from .. import config
@@ -135,28 +137,37 @@ def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
     driver = nonzero_driver({**fields, "width": width, "rs": rs, "out_base": obase})
     serial = not nonzero_on_threads(p)
     # The given outputs' flat views, and their library's rules (PyTorch's marks).
-    write_count = None if count is None else reader(count)
-    write_coords = None if coords is None else reader(coords)
+    write_count: Any = None if count is None else reader(count)
+    write_coords: Any = None if coords is None else reader(coords)
     kernel = None
     key: tuple = ()
     passes: tuple = ()
 
     def run(x, out_count=None, out_coordinates=None):
         nonlocal kernel, key, passes
-        oc, ox = out_count, out_coordinates
-        if given:
-            if oc is not None:
-                oc = _host(oc)
+        cnt: Any = None
+        crd: Any = None
+        if not given:
+            cnt = wc = np.empty(1, u)
+            crd = np.empty(shape, u)  # and its flat view: cheaper than the other way round
+            wx = crd.ravel()
+        else:
+            oc = ox = None
+            if write_count is None:
+                cnt = wc = np.empty(1, u)
+            else:
+                oc = _host(out_count)
                 if overlaps(x, oc):
                     return None
-            if ox is not None:
-                ox = _host(ox)
+                wc = write_count(oc)
+            if write_coords is None:
+                crd = np.empty(shape, u)
+                wx = crd.ravel()
+            else:
+                ox = _host(out_coordinates)
                 if overlaps(x, ox) or (oc is not None and overlaps(oc, ox)):
                     return None
-        cnt = np.empty(1, u) if oc is None else None
-        crd = np.empty(shape, u) if ox is None else None
-        wc = cnt if oc is None else write_count(oc)
-        wx = crd.ravel() if ox is None else write_coords(ox)
+                wx = write_coords(ox)
         src = read(x)
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
             if passes:

@@ -2,6 +2,8 @@
 where it is large), the full call (with its overlap rule), and the runners that
 repeat a validated call with the layout work done once."""
 
+from typing import Any
+
 import numpy as np
 
 from .. import config
@@ -73,7 +75,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     geom, off = slice_geometry(out_shape, starts, steps, sstr, dstr)
     base = sbase + off
     read = reader(x)
-    write = reader(out) if out is not None else None
+    write: Any = reader(out) if out is not None else None
     may_share = overlaps
     copyto = np.copyto
 

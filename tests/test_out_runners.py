@@ -1,0 +1,332 @@
+"""Repeated calls into preallocated outputs (``out=``, ``out_count=``,
+``out_coordinates=``) take the runner their first call kept, under a key of the
+outputs' layouts (:func:`dmlnumba.keys.out_layout`).  Every check that the layouts
+do not decide still runs on such a repeat, before anything is written: an output
+that now overlaps the input (copied correctly), outputs that now overlap each other,
+a NumPy output made read-only, a PyTorch output that now requires grad or is an
+inference tensor, an output on another GPU.  Each test makes the first call, checks
+that the runner was kept, then makes the repeat that must raise or copy correctly.
+
+Where: ``cpu`` (NumPy inputs, NumPy or PyTorch CPU outputs) always; ``torch``,
+``cupy`` and ``numba`` (inputs and outputs of that library on a GPU) on a real GPU
+(the simulator's calls keep no CUDA runner)."""
+
+import numpy as np
+import pytest
+
+import dmlnumba
+from dmlnumba import keys
+
+from devices import needs_real_gpu
+
+torch = pytest.importorskip("torch")
+
+GPU = [needs_real_gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")]
+LIBS = [
+    "numpy",
+    "cpu-torch",
+    pytest.param("torch", marks=GPU),
+    pytest.param("cupy", marks=GPU),
+    pytest.param("numba", marks=GPU),
+]
+TORCH_LIBS = ["cpu-torch", pytest.param("torch", marks=GPU)]
+
+
+class Lib:
+    """Arrays of one kind: ``input`` (an input made from a host array), ``out`` (an
+    output over the same memory as an array ``input`` made), ``host`` (back to
+    NumPy)."""
+
+    def __init__(self, name):
+        self.name = name
+        if name in ("cupy", "numba"):
+            pytest.importorskip(name if name == "cupy" else "numba.cuda")
+
+    def input(self, h):
+        if self.name in ("numpy", "cpu-torch"):
+            return h.copy()
+        if self.name == "torch":
+            return torch.from_numpy(h.copy()).cuda()
+        if self.name == "cupy":
+            import cupy
+
+            return cupy.asarray(h)
+        from numba import cuda
+
+        return cuda.to_device(h)
+
+    def out(self, a):
+        """An output over ``a``'s memory (``a`` of :meth:`input`)."""
+        return torch.from_numpy(a) if self.name == "cpu-torch" else a
+
+    def host(self, a):
+        if isinstance(a, np.ndarray):
+            return a
+        if isinstance(a, torch.Tensor):
+            return a.cpu().numpy()
+        if self.name == "cupy":
+            return a.get()
+        return a.copy_to_host()
+
+
+def _nonzero(x, oc, ox):
+    return dmlnumba.nonzero_coordinates(x, dtype=np.int64, out_count=oc, out_coordinates=ox)
+
+
+def _nonzero_kept(x, oc, ox):
+    return keys.nonzero("nonzero_coordinates", x, None, np.int64, None, None, None, oc, ox)[1]
+
+
+def _slice_kept(x, params, out):
+    return keys.slice1(x, *params, None, out, None, None)[1]
+
+
+def _values(n, seed):
+    rng = np.random.default_rng(seed)
+    h = rng.integers(0, 3, n).astype(np.int64)
+    h[h == 2] = 0
+    return h
+
+
+def _want_nonzero(h, n):
+    nz = np.flatnonzero(h)
+    return len(nz), nz[:n]
+
+
+# ------------------------------------------------------------------ the runner is kept
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_repeat_into_outputs_takes_the_runner(lib):
+    """Was: no runner for calls into given outputs (every call validated in full)."""
+    L = Lib(lib)
+    for seed in range(3):
+        h = _values(1000, seed)
+        buf = L.input(np.zeros(1 + 1000 + 1000, np.int64))
+        x = L.input(h)
+        oc, ox = L.out(buf[:1]), L.out(buf[1:1001].reshape(1000, 1))
+        if seed:
+            assert _nonzero_kept(x, oc, ox) is not None
+        count, coords = _nonzero(x, oc, ox)
+        assert count is oc and coords is ox
+        n, nz = _want_nonzero(h, 1000)
+        assert L.host(count).tolist() == [n]
+        assert L.host(coords)[:n, 0].tolist() == nz.tolist()
+    params = ((2, 3, 4), (10, 10, 10), (1, 1, 1))
+    for seed in range(3):
+        c = np.random.default_rng(seed).random((20, 20, 20)).astype(np.float32)
+        x = L.input(c)
+        out = L.out(L.input(np.zeros((10, 10, 10), np.float32)))
+        if seed:
+            assert _slice_kept(x, params, out) is not None
+        assert dmlnumba.slice1(x, *params, out=out) is out
+        np.testing.assert_array_equal(L.host(out), c[2:12, 3:13, 4:14])
+
+
+# ------------------------------------------------------------------ overlaps per call
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_repeat_into_coordinates_that_now_overlap_the_input(lib):
+    """The first call's outputs lie apart from its input; the repeat's, of the same
+    layouts, overlap it: the whole input is read before its memory is written."""
+    L = Lib(lib)
+    n = 64
+    h = _values(3 * n, 7)
+    buf = L.input(h)
+    oc = L.out(L.input(np.zeros(1, np.int64)))
+    first = _nonzero(buf[:n], oc, L.out(buf[2 * n :].reshape(n, 1)))
+    assert first[0] is oc
+    assert _nonzero_kept(buf[n : 2 * n], oc, L.out(buf[n // 2 : n // 2 + n].reshape(n, 1)))
+    x = buf[n : 2 * n]
+    want_n, want = _want_nonzero(h[n : 2 * n], n)
+    _nonzero(x, oc, L.out(buf[n // 2 : n // 2 + n].reshape(n, 1)))
+    got = L.host(buf)[n // 2 : n // 2 + n]
+    assert L.host(oc).tolist() == [want_n]
+    assert got[:want_n].tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_repeat_into_a_count_that_now_overlaps_the_input(lib):
+    L = Lib(lib)
+    n = 64
+    h = _values(2 * n + 1, 8)
+    buf = L.input(h)
+    ox = L.out(L.input(np.zeros((n, 1), np.int64)))
+    _nonzero(buf[:n], L.out(buf[2 * n :]), ox)
+    x = buf[n : 2 * n]
+    oc = L.out(buf[n : n + 1])  # the input's first element
+    assert _nonzero_kept(x, oc, ox) is not None
+    want_n, want = _want_nonzero(h[n : 2 * n], n)
+    _nonzero(x, oc, ox)
+    assert L.host(buf)[n] == want_n
+    assert L.host(ox)[:want_n, 0].tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("size", [5, 3 * 4096])  # NumPy's copy (CPU), and the kernel's
+def test_repeat_into_an_out_that_now_overlaps_the_input(lib, size):
+    L = Lib(lib)
+    h = np.arange(3 * size, dtype=np.float32)
+    buf = L.input(h)
+    params = ((0,), (2 * size,), (2,))
+    dmlnumba.slice1(buf[: size * 2], *params, out=L.out(buf[2 * size :]))
+    x, out = buf[size : 3 * size], L.out(buf[size + 1 : 2 * size + 1])
+    assert _slice_kept(x, params, out) is not None
+    want = L.host(buf)[size : 3 * size : 2].copy()
+    assert dmlnumba.slice1(x, *params, out=out) is out
+    np.testing.assert_array_equal(L.host(buf)[size + 1 : 2 * size + 1], want)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_repeat_into_count_and_coordinates_that_now_overlap(lib):
+    """Refused (the count would overwrite a coordinate), and nothing written."""
+    L = Lib(lib)
+    n = 16
+    h = _values(n, 9)
+    x = L.input(h)
+    buf = L.input(np.full(2 * n + 1, -1, np.int64))
+    _nonzero(x, L.out(buf[2 * n :]), L.out(buf[:n].reshape(n, 1)))
+    buf = L.input(np.full(2 * n + 1, -1, np.int64))
+    oc, ox = L.out(buf[3:4]), L.out(buf[:n].reshape(n, 1))
+    assert _nonzero_kept(x, oc, ox) is not None
+    with pytest.raises(ValueError, match="out_count and out_coordinates overlap in memory"):
+        _nonzero(x, oc, ox)
+    assert (L.host(buf) == -1).all()
+
+
+# ------------------------------------------------------------------ flags and modes
+
+
+def test_repeat_into_a_numpy_output_made_read_only():
+    """The writeable flag changes no layout: it is part of the key."""
+    h = _values(100, 10)
+    oc, ox = np.full(1, -1, np.int64), np.full((100, 1), -1, np.int64)
+    _nonzero(h, oc, ox)
+    ox[:] = -1
+    ox.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^nonzero_coordinates\(\): out_coordinates is read-only"):
+        _nonzero(h, oc, ox)
+    ox.flags.writeable = True
+    oc.flags.writeable = False
+    oc_before = oc.copy()
+    with pytest.raises(ValueError, match=r"^nonzero_coordinates\(\): out_count is read-only$"):
+        _nonzero(h, oc, ox)
+    assert (ox == -1).all() and (oc == oc_before).all()
+    c = np.arange(20.0)
+    out = np.full(5, -1.0)
+    params = ((0,), (5,), (1,))
+    dmlnumba.slice1(c, *params, out=out)
+    out[:] = -1
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^slice1\(\): out is read-only$"):
+        dmlnumba.slice1(c, *params, out=out)
+    assert (out == -1).all()
+
+
+def _torch_pair(lib):
+    """A float32 input and a float32 output tensor of its device (on the CPU, a NumPy
+    input: its calls keep runners)."""
+    if lib == "cpu-torch":
+        return np.arange(6, dtype=np.float32), torch.zeros(3)
+    return torch.arange(6.0, device="cuda"), torch.zeros(3, device="cuda")
+
+
+@pytest.mark.parametrize("lib", TORCH_LIBS)
+def test_repeat_into_an_out_that_now_requires_grad(lib):
+    x, out = _torch_pair(lib)
+    params = ((0,), (3,), (1,))
+    assert dmlnumba.slice1(x, *params, out=out) is out
+    assert _slice_kept(x, params, out) is not None
+    out.zero_()
+    out.requires_grad_(True)
+    v = out._version
+    with pytest.raises(TypeError, match=r"^slice1\(\): out requires grad"):
+        dmlnumba.slice1(x, *params, out=out)
+    assert not out.detach().any() and out._version == v
+    with torch.no_grad():
+        assert dmlnumba.slice1(x, *params, out=out) is out
+    assert out.tolist() == [0.0, 1.0, 2.0] and out._version > v
+
+
+@pytest.mark.parametrize("lib", TORCH_LIBS)
+def test_repeat_into_an_inference_tensor(lib):
+    x, out = _torch_pair(lib)
+    params = ((0,), (3,), (1,))
+    dmlnumba.slice1(x, *params, out=out)
+    with torch.inference_mode():
+        inf = torch.zeros_like(out)
+        ic, ix = (
+            torch.zeros(1, dtype=torch.int64, device=out.device),
+            torch.zeros((6, 1), dtype=torch.int64, device=out.device),
+        )
+    assert _slice_kept(x, params, out) is not None
+    with pytest.raises(ValueError, match=r"^slice1\(\): out is an inference tensor"):
+        dmlnumba.slice1(x, *params, out=inf)
+    assert not inf.any()
+    oc = torch.zeros(1, dtype=torch.int64, device=out.device)
+    ox = torch.zeros((6, 1), dtype=torch.int64, device=out.device)
+    _nonzero(x, oc, ox)
+    assert _nonzero_kept(x, oc, ox) is not None
+    with pytest.raises(ValueError, match=r"out_count is an inference tensor"):
+        _nonzero(x, ic, ox)
+    with pytest.raises(ValueError, match=r"out_coordinates is an inference tensor"):
+        _nonzero(x, oc, ix)
+    assert not ic.any() and not ix.any()
+
+
+@pytest.mark.parametrize("lib", TORCH_LIBS)
+def test_repeats_bump_the_version_counter(lib):
+    x, out = _torch_pair(lib)
+    dev = out.device
+    oc = torch.zeros(1, dtype=torch.int64, device=dev)
+    ox = torch.zeros((6, 1), dtype=torch.int64, device=dev)
+    params = ((0,), (3,), (1,))
+    for i in range(3):
+        if i:
+            assert _slice_kept(x, params, out) is not None
+            assert _nonzero_kept(x, oc, ox) is not None
+        before = (out._version, oc._version, ox._version)
+        dmlnumba.slice1(x, *params, out=out)
+        _nonzero(x, oc, ox)
+        assert all(a > b for a, b in zip((out._version, oc._version, ox._version), before))
+    assert oc.tolist() == [5]
+
+
+# ------------------------------------------------------------------ CUDA only
+
+
+@needs_real_gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_repeat_into_an_out_on_another_gpu():
+    x = torch.arange(6.0, device="cuda:0")
+    params = ((0,), (3,), (1,))
+    dmlnumba.slice1(x, *params, out=torch.zeros(3, device="cuda:0"))
+    out = torch.zeros(3, device="cuda:1")
+    with pytest.raises(ValueError, match=r"^slice1\(\): out is on cuda:1"):
+        dmlnumba.slice1(x, *params, out=out)
+    assert not out.any()
+    oc = torch.zeros(1, dtype=torch.int64, device="cuda:0")
+    ox = torch.zeros((6, 1), dtype=torch.int64, device="cuda:0")
+    _nonzero(x, oc, ox)
+    ox1 = torch.zeros((6, 1), dtype=torch.int64, device="cuda:1")
+    with pytest.raises(ValueError, match=r"out_coordinates is on cuda:1"):
+        _nonzero(x, oc, ox1)
+    assert not ox1.any()
+
+
+@needs_real_gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+def test_repeat_of_a_numpy_input_sent_to_the_gpu_into_outputs():
+    """A NumPy input uploaded per call, into PyTorch CUDA outputs (a staged input
+    meets no output: only the outputs' own overlap is tested)."""
+    oc = torch.zeros(1, dtype=torch.int64, device="cuda")
+    ox = torch.zeros((100, 1), dtype=torch.int64, device="cuda")
+    for seed in range(3):
+        h = _values(100, seed)
+        count, coords = dmlnumba.nonzero_coordinates(
+            h, dtype=np.int64, out_count=oc, out_coordinates=ox, device="cuda"
+        )
+        assert count is oc and coords is ox
+        n, nz = _want_nonzero(h, 100)
+        assert oc.tolist() == [n] and ox[:n, 0].tolist() == nz.tolist()
