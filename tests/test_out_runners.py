@@ -126,40 +126,52 @@ def test_repeat_into_outputs_takes_the_runner(lib):
 # ------------------------------------------------------------------ overlaps per call
 
 
+@pytest.fixture(params=[None, 16], ids=["one-block", "blocks"])
+def block(request, monkeypatch):
+    """The CPU's nonzero block: one block of 64 elements (the single-pass driver), or
+    blocks of 16 (counted first, then written: a second read of the input)."""
+    if request.param is not None:
+        monkeypatch.setattr(dmlnumba.config, "CPU_NONZERO_BLOCK", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("lib", LIBS)
-def test_repeat_into_coordinates_that_now_overlap_the_input(lib):
+@pytest.mark.parametrize("at", [-1, 1, 17])  # coordinates from before, or inside, the input
+def test_repeat_into_coordinates_that_now_overlap_the_input(lib, at, block):
     """The first call's outputs lie apart from its input; the repeat's, of the same
     layouts, overlap it: the whole input is read before its memory is written."""
     L = Lib(lib)
     n = 64
-    h = _values(3 * n, 7)
+    h = _values(4 * n, 7)
+    h[n : 2 * n] = np.arange(1, n + 1) % 5  # mostly non-zero: writes run into unread ones
     buf = L.input(h)
     oc = L.out(L.input(np.zeros(1, np.int64)))
-    first = _nonzero(buf[:n], oc, L.out(buf[2 * n :].reshape(n, 1)))
+    first = _nonzero(buf[:n], oc, L.out(buf[3 * n :].reshape(n, 1)))
     assert first[0] is oc
-    assert _nonzero_kept(buf[n : 2 * n], oc, L.out(buf[n // 2 : n // 2 + n].reshape(n, 1)))
-    x = buf[n : 2 * n]
-    want_n, want = _want_nonzero(h[n : 2 * n], n)
-    _nonzero(x, oc, L.out(buf[n // 2 : n // 2 + n].reshape(n, 1)))
-    got = L.host(buf)[n // 2 : n // 2 + n]
+    x, ox = buf[n : 2 * n], L.out(buf[n + at : 2 * n + at].reshape(n, 1))
+    assert _nonzero_kept(x, oc, ox) is not None
+    want_n, want = _want_nonzero(L.host(buf)[n : 2 * n], n)
+    _nonzero(x, oc, ox)
     assert L.host(oc).tolist() == [want_n]
-    assert got[:want_n].tolist() == want.tolist()
+    assert L.host(buf)[n + at : n + at + want_n].tolist() == want.tolist()
 
 
 @pytest.mark.parametrize("lib", LIBS)
-def test_repeat_into_a_count_that_now_overlaps_the_input(lib):
+@pytest.mark.parametrize("at", [0, 63])  # the input's first or last element
+def test_repeat_into_a_count_that_now_overlaps_the_input(lib, at, block):
     L = Lib(lib)
     n = 64
     h = _values(2 * n + 1, 8)
+    h[n : 2 * n] = np.arange(1, n + 1) % 5
     buf = L.input(h)
     ox = L.out(L.input(np.zeros((n, 1), np.int64)))
     _nonzero(buf[:n], L.out(buf[2 * n :]), ox)
     x = buf[n : 2 * n]
-    oc = L.out(buf[n : n + 1])  # the input's first element
+    oc = L.out(buf[n + at : n + at + 1])
     assert _nonzero_kept(x, oc, ox) is not None
-    want_n, want = _want_nonzero(h[n : 2 * n], n)
+    want_n, want = _want_nonzero(L.host(buf)[n : 2 * n], n)
     _nonzero(x, oc, ox)
-    assert L.host(buf)[n] == want_n
+    assert L.host(buf)[n + at] == want_n
     assert L.host(ox)[:want_n, 0].tolist() == want.tolist()
 
 
