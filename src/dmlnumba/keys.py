@@ -232,7 +232,10 @@ def nonzero(
         if traced(input):
             return TRACED, None
     else:
-        if traced(input, out_count, out_coordinates):
+        # A NumPy output is never traced (asked of the others only: a shorter loop).
+        oc = None if type(out_count) is _ndarray else out_count
+        ox = None if type(out_coordinates) is _ndarray else out_coordinates
+        if traced(input, oc, ox):
             return TRACED, None
         outs = (out_layout(out_count), out_layout(out_coordinates))
         if outs[0] is None or outs[1] is None:
@@ -284,7 +287,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     writeable flag are part of it (no id key for any other kind of output).  Then
     by the parameters' values (the value key), with ``out``'s layout
     (:func:`out_layout`) where one is given."""
-    if traced(input, out):
+    if traced(input, None if type(out) is _ndarray else out):  # NumPy's: never traced
         return TRACED, None
     id_key: Any = None
     if type(input) is _ndarray and device is None and stream is None:

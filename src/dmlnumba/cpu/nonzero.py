@@ -12,7 +12,6 @@ from ..interop import torch_written
 from ..layout import uint_of_size
 from ..params import NONZERO_CPU, pack
 from . import compiling, process
-from .slice import overlaps
 from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
 from .views import flat_view, reader
 
@@ -23,6 +22,7 @@ from .views import flat_view, reader
 ARGWHERE_BUFFER_MAX = 1 << 16
 
 _masks: dict[np.dtype, int] = {}
+_ndarray = np.ndarray
 
 
 def _mask(dtype):
@@ -139,6 +139,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
     # The given outputs' flat views, and their library's rules (PyTorch's marks).
     write_count: Any = None if count is None else reader(count)
     write_coords: Any = None if coords is None else reader(coords)
+    may_share = np.may_share_memory  # slice.overlaps' test, without a frame of its own
     kernel = None
     key: tuple = ()
     passes: tuple = ()
@@ -152,20 +153,23 @@ def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
             crd = np.empty(shape, u)  # and its flat view: cheaper than the other way round
             wx = crd.ravel()
         else:
-            oc = ox = None
+            oc = out_count
             if write_count is None:
                 cnt = wc = np.empty(1, u)
             else:
-                oc = _host(out_count)
-                if overlaps(x, oc):
+                if type(oc) is not _ndarray:  # a PyTorch CPU tensor: its memory
+                    oc = oc.numpy()
+                if may_share(x, oc):
                     return None
                 wc = write_count(oc)
             if write_coords is None:
                 crd = np.empty(shape, u)
                 wx = crd.ravel()
             else:
-                ox = _host(out_coordinates)
-                if overlaps(x, ox) or (oc is not None and overlaps(oc, ox)):
+                ox = out_coordinates
+                if type(ox) is not _ndarray:
+                    ox = ox.numpy()
+                if may_share(x, ox) or (cnt is None and may_share(oc, ox)):
                     return None
                 wx = write_coords(ox)
         src = read(x)
@@ -179,7 +183,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
             if serial:  # compiled (or loaded) by the call just made
                 kernel, key, passes = _serial(driver, (8 * src.itemsize, 8 * wx.itemsize))
         if given:
-            return _given(out_count, cnt, dtype, view), _given(out_coordinates, crd, dtype, view)
+            return _given(out_count, out_coordinates, cnt, crd, dtype if view else None)
         if view:
             return cnt.view(dtype), crd.view(dtype)
         return cnt, crd
@@ -201,22 +205,19 @@ def _given_block(p, count, coords):
     return p, obase
 
 
-def _host(o):
-    """A caller's CPU output as the NumPy array the kernel writes: itself, or a
-    PyTorch CPU tensor's memory (a key holds its library's rules, see
-    :func:`dmlnumba.keys.out_layout`)."""
-    return o if type(o) is np.ndarray else o.numpy()
-
-
-def _given(o, new, dtype, view):
-    """A runner's result: the caller's output ``o`` (a PyTorch tensor marked written,
-    as PyTorch's in-place ops mark theirs), or the new array ``new`` where none was
-    given."""
-    if o is None:
-        return new.view(dtype) if view else new
-    if type(o) is not np.ndarray:
-        torch_written(o)
-    return o
+def _given(out_count, out_coordinates, cnt, crd, dtype):
+    """A runner's results: the caller's outputs (PyTorch tensors marked written, as
+    PyTorch's in-place ops mark theirs), the new arrays ``cnt`` and ``crd`` where none
+    was given (viewed as ``dtype``, unless None)."""
+    if cnt is not None:
+        out_count = cnt if dtype is None else cnt.view(dtype)
+    elif type(out_count) is not _ndarray:
+        torch_written(out_count)
+    if crd is not None:
+        out_coordinates = crd if dtype is None else crd.view(dtype)
+    elif type(out_coordinates) is not _ndarray:
+        torch_written(out_coordinates)
+    return out_count, out_coordinates
 
 
 def argwhere_runner(x):
