@@ -1,14 +1,18 @@
 """Per-call time of small CUDA nonzero calls as users make them: a default call on a
 1000-element float32 input (50% non-zero), 1000 calls back to back then one sync,
 for PyTorch, CuPy and numba inputs and NumPy with ``device="cuda"``, beside a CUDA
-graph replay of the same call (PyTorch) and torch.nonzero.  The contenders run
-interleaved (:func:`harness.compare`: a synchronization before and after each loop,
-the order shuffled each round); each line gives the median and the spread (min-max)
-over the rounds.  The last line is an empty synchronized call (synchronize, nothing,
-synchronize): the floor under any GPU time the benchmark reports.  ``--profile NAME``
-prints cProfile's top entries for one.
+graph replay of the same call (PyTorch) and torch.nonzero; then the same calls into
+preallocated outputs of the input's library (``out_count=``/``out_coordinates=``),
+and slice1 of a (10, 10, 10) window of a (20, 20, 20) input without and with
+``out=`` (PyTorch, CuPy, numba).  The contenders run interleaved
+(:func:`harness.compare`: a synchronization before and after each loop, the order
+shuffled each round); each line gives the median and the spread (min-max) over the
+rounds, and an ``out`` line its time over the default call's.  The last line is an
+empty synchronized call (synchronize, nothing, synchronize): the floor under any GPU
+time the benchmark reports.  ``--profile NAME`` prints cProfile's top entries for one
+(a contender's name, or torch, cupy, numba, numpy for the default nonzero calls).
 
-    python3 scripts/host_overhead.py [--rounds 7] [--profile numba]
+    python3 scripts/host_overhead.py [--rounds 7] [--profile "PyTorch out"]
 """
 
 import argparse
@@ -45,6 +49,26 @@ torch.cuda.current_stream().wait_stream(s)
 with torch.cuda.graph(g):
     graph_out = dmlnumba.nonzero_coordinates(xt)
 
+# Preallocated outputs of the input's library: a count and every row.
+outs = {
+    "PyTorch": (
+        torch.empty(1, dtype=torch.uint32, device="cuda"),
+        torch.empty((1000, 1), dtype=torch.uint32, device="cuda"),
+    ),
+    "CuPy": (cp.empty(1, np.uint32), cp.empty((1000, 1), np.uint32)),
+    "numba": (cuda.device_array(1, np.uint32), cuda.device_array((1000, 1), np.uint32)),
+}
+cube = rng.random((20, 20, 20)).astype(np.float32)
+cubes = {"PyTorch": torch.from_numpy(cube).cuda(), "CuPy": cp.asarray(cube)}
+cubes["numba"] = cuda.to_device(cube)
+windows = {
+    "PyTorch": torch.empty((10, 10, 10), device="cuda"),
+    "CuPy": cp.empty((10, 10, 10), np.float32),
+    "numba": cuda.device_array((10, 10, 10), np.float32),
+}
+params = ((2, 3, 4), (10, 10, 10), (1, 1, 1))
+inputs = {"PyTorch": xt, "CuPy": xc, "numba": xn}
+
 cases = {
     "PyTorch": lambda: dmlnumba.nonzero_coordinates(xt),
     "CuPy": lambda: dmlnumba.nonzero_coordinates(xc),
@@ -53,6 +77,14 @@ cases = {
     "PyTorch, graph replay": g.replay,
     "torch.nonzero (syncs)": lambda: torch.nonzero(xt),
 }
+for k, (oc, ox) in outs.items():
+    x = inputs[k]
+    cases[f"{k} out"] = lambda x=x, oc=oc, ox=ox: dmlnumba.nonzero_coordinates(
+        x, out_count=oc, out_coordinates=ox
+    )
+    c, w = cubes[k], windows[k]
+    cases[f"{k} slice1"] = lambda c=c: dmlnumba.slice1(c, *params)
+    cases[f"{k} slice1 out"] = lambda c=c, w=w: dmlnumba.slice1(c, *params, out=w)
 times = harness.compare(cases, args.rounds, sync=torch.cuda.synchronize, calls=args.calls)
 empty = harness.compare({"": lambda: None}, 30, sync=torch.cuda.synchronize, calls=1)[""]
 print(
@@ -60,7 +92,9 @@ print(
     f"{args.rounds} interleaved rounds; us a call: median (min-max)"
 )
 for k, v in times.items():
-    print(f"  {k:24s} {v.fmt('us')}")
+    base = times.get(k[:-4]) if k.endswith(" out") else None
+    ratio = f"  out/default {v.median / base.median:.2f}" if base else ""
+    print(f"  {k:24s} {v.fmt('us')}{ratio}")
 print(
     f"  {'sync, nothing, sync':24s} {empty.fmt('us')}  (30 times: the floor of a synchronized call)"
 )

@@ -17,7 +17,7 @@ import pytest
 import dmlnumba
 from dmlnumba import keys
 
-from devices import needs_real_gpu
+from devices import SIM, device_pointer, needs_real_gpu
 
 torch = pytest.importorskip("torch")
 
@@ -342,3 +342,46 @@ def test_repeat_of_a_numpy_input_sent_to_the_gpu_into_outputs():
         assert count is oc and coords is ox
         n, nz = _want_nonzero(h, 100)
         assert oc.tolist() == [n] and ox[:n, 0].tolist() == nz.tolist()
+
+
+@pytest.mark.skipif(not SIM, reason="the CUDA simulator only (a GPU runs the tests above)")
+def test_gpu_runners_into_given_outputs_under_the_simulator(monkeypatch):
+    """The CUDA runners' given-output branch, run under the simulator (which keeps no
+    CUDA runner: the test makes them, host addresses standing in for device ones):
+    results written into the outputs, and None (nothing written) where an output's
+    bytes meet the input's or the other output's."""
+    from numba import cuda
+
+    from dmlnumba import _internals
+    from dmlnumba.gpu import runners, views
+
+    monkeypatch.setattr(runners, "_fast_ok", lambda x, lib: x.size > 0)
+    monkeypatch.setattr(_internals, "numba_pointer", device_pointer)
+
+    def view(a):
+        v = views.view_of(a)
+        v.lib = "numba"
+        return v
+
+    h = np.arange(40, dtype=np.float32) % 3
+    x = cuda.to_device(h)
+    oc, ox = cuda.to_device(np.zeros(1, np.uint32)), cuda.to_device(np.zeros((40, 1), np.uint32))
+    run = runners.nonzero_runner(view(x), 1, np.dtype(np.uint32), 40, "numba", view(oc), view(ox))
+    count, coords = run(x, oc, ox)
+    assert count is oc and coords is ox
+    want = np.flatnonzero(h)
+    assert oc.copy_to_host().tolist() == [len(want)]
+    assert ox.copy_to_host()[: len(want), 0].tolist() == want.tolist()
+    ox2 = cuda.to_device(np.full((40, 1), 7, np.uint32))
+    assert run(x, ox2[3:4].reshape(1), ox2) is None  # the count inside the coordinates
+    assert (ox2.copy_to_host() == 7).all()
+    y = cuda.to_device(np.arange(80, dtype=np.float32).view(np.uint32))  # as coordinates
+    assert run(y[:40].view(np.float32), oc, y[20:60].reshape(40, 1)) is None
+    assert (y.copy_to_host().view(np.float32) == np.arange(80)).all()
+
+    out = cuda.to_device(np.zeros(20, np.float32))
+    s = runners.slice1_runner(view(x), (0,), (2,), (20,), "numba", view(out))
+    assert s(x, out) is out
+    assert out.copy_to_host().tolist() == h[::2].tolist()
+    assert s(x, x[1:21]) is None
+    assert x.copy_to_host().tolist() == h.tolist()
