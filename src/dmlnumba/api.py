@@ -87,12 +87,12 @@ def nonzero_coordinates(
     without a host synchronization.
     """
     f = "nonzero_coordinates"
-    outs = (out_count, out_coordinates)
-    key, run = keys.nonzero(f, input, width, dtype, max_count, device, stream, *outs)
+    oc, ox = out_count, out_coordinates
+    key, run = keys.nonzero(f, input, width, dtype, max_count, device, stream, oc, ox)
     if run is not None:
-        if out_count is None and out_coordinates is None:
+        if oc is None and ox is None:
             return run(input)
-        r = run(input, *outs)
+        r = run(input, oc, ox)
         if r is not None:  # None where an output may overlap the input
             return r
     call = prepare.nonzero(

@@ -227,8 +227,8 @@ def nonzero(
     where the full path must run (an output may overlap the input).
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
-    if out_count is None and out_coordinates is None:
-        outs: Any = None
+    given = out_count is not None or out_coordinates is not None
+    if not given:
         if traced(input):
             return TRACED, None
     else:
@@ -237,9 +237,6 @@ def nonzero(
         ox = None if type(out_coordinates) is _ndarray else out_coordinates
         if traced(input, oc, ox):
             return TRACED, None
-        outs = (out_layout(out_count), out_layout(out_coordinates))
-        if outs[0] is None or outs[1] is None:
-            return None, None
     if not (
         (width is None or type(width) is int)
         and (max_count is None or type(max_count) is int)
@@ -263,7 +260,10 @@ def nonzero(
         if layout is None:
             return None, None
         key = (f, layout, width, dtype, type(dtype), max_count)
-    if outs is not None:
+    if given:  # asked last: a call whose input keeps no runner never asks
+        outs = (out_layout(out_count), out_layout(out_coordinates))
+        if outs[0] is None or outs[1] is None:
+            return None, None
         key += outs
     try:
         return key, runners.get(key)
@@ -315,10 +315,10 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     if id_key is not None and not all(p is None or type(p) is tuple for p in params):
         id_key = None
     value_key = None
-    outs = out_layout(out)
-    ints = _int_params(*params) if outs is not None else None
+    ints = _int_params(*params)
     layout = _layout_key(input, device, stream) if ints is not None else None
-    if layout is not None:
+    outs = out_layout(out) if layout is not None else None  # asked last, as nonzero's
+    if outs is not None:
         value_key = ("slice1", layout, ints) + outs
         run = runners.get(value_key)
         if run is not None:
