@@ -83,6 +83,8 @@ def reader(x):
     if not x.flags.writeable:
         return lambda x: flat_view(x)[0]
     u = np.dtype(uint_of_size(x.itemsize))
+    if x.dtype == u and x.flags.c_contiguous:  # unsigned already (an output): no view
+        return (lambda x: x) if x.ndim == 1 else (lambda x: x.ravel())
     if x.flags.c_contiguous and x.ndim == 1:
         return lambda x: x.view(u)  # no ravel: a measurable share of a small call
     if x.flags.c_contiguous:
