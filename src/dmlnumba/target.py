@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from . import validation as v
 from .interop import torch_out, torch_written
+from .layout import scatter_window
 
 
 class Call:
@@ -110,6 +111,10 @@ class Runs(Protocol):
     def slice1_call(self, c: Call) -> Any:
         """The window: a new array of the input's library, or ``call.out`` written."""
 
+    def slice_grad_call(self, c: Call) -> Any:
+        """SLICE_GRAD: a new zero-filled array of the input's library holding the
+        gradient at the window's positions, or ``call.out`` zeroed and written."""
+
     def nonzero_call(self, c: Call) -> tuple[Any, Any]:
         """``(count, coordinates)``: new arrays, or the caller's outputs written."""
 
@@ -156,6 +161,13 @@ class Target(Runs, Protocol):
         self, x: Any, starts: Any, steps: Any, out: Any, stream: Any, fresh: bool = ...
     ) -> None:
         """Copy the window into ``out`` (which may overlap ``x`` unless ``fresh``)."""
+
+    def zero(self, a: Any, stream: Any) -> None:
+        """Set every element of the array ``a`` to zero bits, on ``stream``."""
+
+    def strided_view(self, a: Any, lows: Any, spacing: Any, shape: Any) -> Any:
+        """The view of ``a`` of ``shape`` from index ``lows``, ``spacing`` elements
+        apart in each dimension (positive)."""
 
     def nonzero(
         self,
@@ -256,6 +268,31 @@ def slice1_into(t: Any, c: Call) -> Any:
     ks = t.call_stream(c.lib, c.stream, x)
     t.slice1(x, c.starts, c.steps, o, ks)
     return c.given_out
+
+
+def slice_grad_into(t: Any, c: Call) -> Any:
+    """slice_grad on the target ``t``: the output (new, or the caller's ``out``
+    checked) zeroed, then the gradient copied into the window's elements of it, one
+    SLICE1 copy (:func:`~dmlnumba.layout.scatter_window`).  A gradient that may
+    share memory with ``out`` is copied first, so that it is read whole before the
+    output is zeroed; a window that covers the whole output zeroes nothing."""
+    g, f = c.x, c.f
+    ks = t.call_stream(c.lib, c.stream, g)
+    new = None
+    if c.out is None:
+        new = t.empty(c.shape, g.dtype, ks, g, c.lib, f)
+        o = t.describe(new, "out", f)
+    else:
+        o = t.check_out(c.out, g.dtype, c.shape, "out", f, g)
+        if t.overlaps(g, o):
+            tmp = t.describe(t.empty(g.shape, g.dtype, ks, g, None, f), "input_gradient", f)
+            t.slice1(g, (0,) * g.ndim, (1,) * g.ndim, tmp, ks, fresh=True)
+            g = tmp
+    lows, spacing, read_starts, read_steps = scatter_window(c.starts, c.steps, g.shape)
+    if g.size != o.size:  # (a window as large as the output covers it: steps of 1)
+        t.zero(o, ks)
+    t.slice1(g, read_starts, read_steps, t.strided_view(o, lows, spacing, g.shape), ks, fresh=True)
+    return c.given_out if new is None else t.as_library(c.lib, new, c.bf16)
 
 
 def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:

@@ -45,6 +45,9 @@ __all__ = [
     "slice1_call",
     "slice1_out_runner",
     "slice1_runner",
+    "slice_grad_call",
+    "strided_view",
+    "zero",
 ]
 
 name = "cpu"
@@ -84,6 +87,16 @@ def is_writeable(a):
 
 def empty(shape, dtype, stream=None, like=None, lib=None, func=None):
     return np.empty(shape, dtype)
+
+
+def zero(a, stream=None):
+    """Every element of ``a`` set to zero bits (+0.0 for floats)."""
+    a[...] = 0
+
+
+def strided_view(a, lows, spacing, shape):
+    """The view of ``a`` of ``shape`` from ``lows``, ``spacing`` elements apart."""
+    return a[tuple(slice(lo, lo + (n - 1) * k + 1, k) for lo, k, n in zip(lows, spacing, shape))]
 
 
 def call_stream(lib, stream, x):
@@ -146,6 +159,11 @@ def slice1_call(c):
             return c.out
     slice1(c.x, c.starts, c.steps, o)
     return c.given_out
+
+
+def slice_grad_call(c):
+    """slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target."""
+    return _shared.slice_grad_into(_self, c)
 
 
 def nonzero_call(c):

@@ -33,7 +33,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     pool_buffer,
     scratch,
     upload,
-    zero,
+    zero_bytes,
 )
 from .plans import _arg, nonzero_plan, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
@@ -160,13 +160,40 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
             if SIM:
                 _arg(cp, cbase + 1, count.itemsize)[cbase] = 0
             else:
-                zero(cp + cbase * count.itemsize, count.itemsize, stream)
+                zero_bytes(cp + cbase * count.itemsize, count.itemsize, stream)
             return
         x, buf = _materialize(x, stream, func)
         plan = nonzero_plan(x, width, count, coords, limit)
         out = coords if width else count
         plan.launch(stream, x.ptr, out.ptr, count.ptr, _scratch(x))
         _release(buf, stream)
+
+
+def zero(v, stream):
+    """Every element of the view ``v`` set to zero bits on the stream: a memset of its
+    span where its elements fill it (new outputs), else a SLICE1 copy of one zero
+    element broadcast over it."""
+    p, span, base, es = flat(v)
+    with _context(v):
+        if SIM:
+            h = host_view(Flat(None, p, span, uint_of_size(v.itemsize)))
+            np.lib.stride_tricks.as_strided(h[base:], v.shape, v.strides)[...] = 0
+        elif span == v.size:
+            zero_bytes(p, span * v.itemsize, stream)
+        else:
+            buf = pool_buffer(v.itemsize, stream, v.device)
+            q = int(buf.handle)
+            zero_bytes(q, v.itemsize, stream)
+            z = DeviceView(buf, v.shape, (0,) * v.ndim, v.dtype, q, True, v.device)
+            slice1(z, (0,) * v.ndim, (1,) * v.ndim, v, stream, fresh=True)
+            _release(buf, stream)
+
+
+def strided_view(v, lows, spacing, shape):
+    """The view of ``v`` of ``shape`` from ``lows``, ``spacing`` elements apart."""
+    ptr = v.ptr + sum(lo * s for lo, s in zip(lows, v.strides))
+    strides = tuple(k * s for k, s in zip(spacing, v.strides))
+    return DeviceView(v.obj, tuple(shape), strides, v.dtype, ptr, v.readonly, v.device, lib=v.lib)
 
 
 def _scratch(x):
@@ -274,6 +301,11 @@ def slice1_call(c):
             c.keep(run)
             return run(c.input)
     return _shared.slice1_into(_self, c)
+
+
+def slice_grad_call(c):
+    """slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target."""
+    return _shared.slice_grad_into(_self, c)
 
 
 def nonzero_call(c):
