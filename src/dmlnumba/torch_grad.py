@@ -44,7 +44,8 @@ def _slice_grad_setup(ctx, inputs, output):
 
 
 def _slice_grad_backward(ctx, grad):
-    return slice1_op(grad, *ctx.window, None), None, None, None, None
+    offsets, sizes, strides = ctx.window
+    return slice1_op(grad, offsets, sizes, strides, None), None, None, None, None
 
 
 def _batch_first(x, bdim, window):

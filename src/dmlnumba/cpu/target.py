@@ -6,6 +6,7 @@ stripes) and :mod:`.threads` (numba's threads, the load check, the nonzero drive
 they import numba's CPU kernels on first use, so ``import dmlnumba`` stays light.
 """
 
+import functools
 import sys
 
 import numpy as np
@@ -161,14 +162,13 @@ def slice1_call(c):
     return c.given_out
 
 
-def slice_grad_call(c):
-    """slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target."""
-    return _shared.slice_grad_into(_self, c)
+#: slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target.
+slice_grad_call = functools.partial(_shared.slice_grad_into, _self)
 
 
-def nonzero_call(c):
-    """nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target."""
-    return _shared.nonzero_call(_self, c)
+#: nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target (the
+#: shared step itself, bound: no call of this module's on the way).
+nonzero_call = functools.partial(_shared.nonzero_call, _self)
 
 
 def argwhere_call(c):

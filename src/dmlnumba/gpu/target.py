@@ -16,6 +16,7 @@ the same stream (as CUB initialises its tile status per call).  Calls on
 different streams share nothing but the plans (no lock).
 """
 
+import functools
 import sys
 
 import numpy as np
@@ -303,14 +304,13 @@ def slice1_call(c):
     return _shared.slice1_into(_self, c)
 
 
-def slice_grad_call(c):
-    """slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target."""
-    return _shared.slice_grad_into(_self, c)
+#: slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target.
+slice_grad_call = functools.partial(_shared.slice_grad_into, _self)
 
 
-def nonzero_call(c):
-    """nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target."""
-    return _shared.nonzero_call(_self, c)
+#: nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target (the
+#: shared step itself, bound: no call of this module's on the way).
+nonzero_call = functools.partial(_shared.nonzero_call, _self)
 
 
 def argwhere_call(c):
