@@ -48,8 +48,8 @@ Devices
     GPUs copied), ``device="cpu"`` every chunk to the host.
 """
 
-from .nonzero_graph import _is_stripes, nonzero, stripes  # noqa: F401  (the tests' and scripts')
 from .grad_graph import slice_grad
+from .nonzero_graph import _is_stripes, nonzero, stripes  # noqa: F401  (the tests' and scripts')
 from .slice_graph import slice1
 
 # ---------------------------------------------------------------- the adapter's interface
