@@ -18,6 +18,7 @@ The shared steps below (:func:`slice1_into`, :func:`nonzero_into`,
 only its interface, so that each target runs them as its own.
 """
 
+import math
 from typing import Any, Protocol
 
 from . import validation as v
@@ -162,6 +163,11 @@ class Target(Runs, Protocol):
     ) -> None:
         """Copy the window into ``out`` (which may overlap ``x`` unless ``fresh``)."""
 
+    def zeros(
+        self, shape: Any, dtype: Any, stream: Any, like: Any, lib: Any = ..., func: Any = ...
+    ) -> Any:
+        """A new zero-filled C-contiguous array, as :meth:`empty` allocates one."""
+
     def zero(self, a: Any, stream: Any) -> None:
         """Set every element of the array ``a`` to zero bits, on ``stream``."""
 
@@ -278,9 +284,10 @@ def slice_grad_into(t: Any, c: Call) -> Any:
     output is zeroed; a window that covers the whole output zeroes nothing."""
     g, f = c.x, c.f
     ks = t.call_stream(c.lib, c.stream, g)
+    covers = g.size == math.prod(c.shape)  # (then every step is 1 or spans one element)
     new = None
     if c.out is None:
-        new = t.empty(c.shape, g.dtype, ks, g, c.lib, f)
+        new = (t.empty if covers else t.zeros)(c.shape, g.dtype, ks, g, c.lib, f)
         o = t.describe(new, "out", f)
     else:
         o = t.check_out(c.out, g.dtype, c.shape, "out", f, g)
@@ -288,9 +295,9 @@ def slice_grad_into(t: Any, c: Call) -> Any:
             tmp = t.describe(t.empty(g.shape, g.dtype, ks, g, None, f), "input_gradient", f)
             t.slice1(g, (0,) * g.ndim, (1,) * g.ndim, tmp, ks, fresh=True)
             g = tmp
+        if not covers:
+            t.zero(o, ks)
     lows, spacing, read_starts, read_steps = scatter_window(c.starts, c.steps, g.shape)
-    if g.size != o.size:  # (a window as large as the output covers it: steps of 1)
-        t.zero(o, ks)
     t.slice1(g, read_starts, read_steps, t.strided_view(o, lows, spacing, g.shape), ks, fresh=True)
     return c.given_out if new is None else t.as_library(c.lib, new, c.bf16)
 

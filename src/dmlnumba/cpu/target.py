@@ -49,6 +49,7 @@ __all__ = [
     "slice_grad_call",
     "strided_view",
     "zero",
+    "zeros",
 ]
 
 name = "cpu"
@@ -88,6 +89,11 @@ def is_writeable(a):
 
 def empty(shape, dtype, stream=None, like=None, lib=None, func=None):
     return np.empty(shape, dtype)
+
+
+def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
+    """A new zero-filled array (pages the system zeroes as they are first written)."""
+    return np.zeros(shape, dtype)
 
 
 def zero(a, stream=None):

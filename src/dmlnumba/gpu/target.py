@@ -170,6 +170,13 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
         _release(buf, stream)
 
 
+def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
+    """A new output (see :func:`empty`) zeroed by a memset on the stream."""
+    a = empty(shape, dtype, stream, like, lib, func)
+    zero(describe(a, "out", func), stream)
+    return a
+
+
 def zero(v, stream):
     """Every element of the view ``v`` set to zero bits on the stream: a memset of its
     span where its elements fill it (new outputs), else a SLICE1 copy of one zero
