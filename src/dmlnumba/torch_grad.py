@@ -56,7 +56,7 @@ def _batch_first(x, bdim, window):
     return x, n, [None if p is None else [e, *p] for p, e in zip(window, (0, n, 1, n))]
 
 
-def _slice1_vmap(info, in_dims, input, offsets, sizes, strides, output_sizes=None):
+def _slice1_vmap(_info, in_dims, input, offsets, sizes, strides, output_sizes=None):
     op = torch.ops.dmlnumba.slice1
     if in_dims[0] is None:
         return op(input, offsets, sizes, strides, output_sizes), None
@@ -64,7 +64,7 @@ def _slice1_vmap(info, in_dims, input, offsets, sizes, strides, output_sizes=Non
     return op(x, *window), 0
 
 
-def _slice_grad_vmap(info, in_dims, grad, input_shape, offsets, sizes, strides):
+def _slice_grad_vmap(_info, in_dims, grad, input_shape, offsets, sizes, strides):
     op = torch.ops.dmlnumba.slice_grad
     if in_dims[0] is None:
         return op(grad, input_shape, offsets, sizes, strides), None
