@@ -46,7 +46,9 @@ __all__ = [
     "slice1_call",
     "slice1_out_runner",
     "slice1_runner",
+    "slice_grad",
     "slice_grad_call",
+    "ZEROS_FREE",
     "strided_view",
     "zero",
     "zeros",
@@ -55,6 +57,9 @@ __all__ = [
 name = "cpu"
 #: Largest nonzero input (None: no limit beyond the coordinate type's).
 MAX_ELEMENTS: int | None = None
+#: New zero-filled arrays are NumPy's, whose pages the system zeroes as they are
+#: first written: no pass of their own.
+ZEROS_FREE = True
 
 
 def describe(a, name, func):
@@ -89,6 +94,12 @@ def is_writeable(a):
 
 def empty(shape, dtype, stream=None, like=None, lib=None, func=None):
     return np.empty(shape, dtype)
+
+
+def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
+    """slice_grad's writes: :func:`dmlnumba.target.scatter` (zeros, then one SLICE1
+    copy into the window's view)."""
+    _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
 def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):

@@ -36,7 +36,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     upload,
     zero_bytes,
 )
-from .plans import _arg, nonzero_plan, slice_plan
+from .plans import _arg, grad_plan, nonzero_plan, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
 from .sim import SIM
 from .streams import (  # noqa: F401  (the target's interface)
@@ -65,6 +65,8 @@ from .views import (  # noqa: F401  (the target's interface)
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
 MAX_ELEMENTS: int | None = (1 << ts.VALUE_BITS) - 1
+#: New outputs are not zeroed first: the slice_grad kernel writes every element.
+ZEROS_FREE = False
 #: The status argument of a launch of one tile (which never reads it).
 
 
@@ -167,6 +169,20 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
         plan = nonzero_plan(x, width, count, coords, limit)
         out = coords if width else count
         plan.launch(stream, x.ptr, out.ptr, count.ptr, _scratch(x))
+        _release(buf, stream)
+
+
+def slice_grad(g, starts, steps, out, stream, zeroed=False, func="slice_grad"):
+    """slice_grad's writes: one kernel that writes every output element once
+    (:class:`~dmlnumba.gpu.plans.GradPlan`), or where its 32-bit positions do not
+    reach, :func:`dmlnumba.target.scatter` (zeros, then a SLICE1 copy)."""
+    plan = grad_plan(g, starts, steps, out)
+    if not plan.fits:
+        _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
+        return
+    with _context(g):
+        g, buf = _materialize(g, stream, func)
+        plan.launch(stream, g.ptr, out.ptr)
         _release(buf, stream)
 
 
