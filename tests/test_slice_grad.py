@@ -180,26 +180,17 @@ def test_libraries_give_their_own_arrays():
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
-@pytest.mark.parametrize("two_steps", [False, True])
-def test_every_width_and_both_cuda_paths(device, dtype, two_steps):
-    """Each item width, by the one-pass kernel and by the two steps (zeros, then a
-    SLICE1 copy: the CUDA target's way where positions pass 32 bits, forced here), into
-    a new output and a strided one (zeroed by a broadcast copy on CUDA)."""
-    from dmlnumba import config
-
+def test_every_width_into_new_and_strided_outputs(device, dtype):
+    """Each item width, into a new output (a memset on CUDA) and a strided one (zeroed
+    by a broadcast copy on CUDA); nothing outside the strided output is written."""
     g = (np.arange(1, 3 * 4 * 5 + 1) % 120).astype(dtype).reshape(3, 4, 5)[:, ::-1]
     shape, w = (7, 9, 11), ((1, 0, 1), (5, 7, 9), (-2, 2, 2))
     want = slice_grad_reference(g, shape, *w)
     buf = np.full((7, 9, 23), 5, dtype)
-    saved = config.CUDA_SLICE_32BIT_BELOW
-    config.CUDA_SLICE_32BIT_BELOW = 0 if two_steps else saved
-    try:
-        got = to_host(dmlnumba.slice_grad(to_device(g, device), shape, *w, device=device))
-        dbuf = to_device(buf, device)
-        view_of = lambda b: b[:, :, 1::2]  # noqa: E731
-        out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
-        dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
-    finally:
-        config.CUDA_SLICE_32BIT_BELOW = saved
+    got = to_host(dmlnumba.slice_grad(to_device(g, device), shape, *w, device=device))
+    dbuf = to_device(buf, device)
+    view_of = lambda b: b[:, :, 1::2]  # noqa: E731
+    out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
+    dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
     np.testing.assert_array_equal(bits(got), bits(want))
     check_written(buf, to_host(dbuf), view_of, want)

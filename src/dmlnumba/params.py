@@ -89,33 +89,6 @@ SLICE_GATHER_CUDA = declare(
     ),
 )
 
-#: The CUDA slice_grad kernel's block (see :func:`dmlnumba.gpu.slice_kernel.make_grad`).
-SLICE_GRAD_CUDA = declare(
-    "SliceGradCuda",
-    # Per dimension of the output (right-aligned, as SLICE_GATHER_CUDA's): its size
-    # (magic, shift divide by it), its stride, the window's lowest index, element
-    # count and spacing (smagic, sshift divide by it), and the gradient's stride from
-    # one window element to the next in ascending order (negative where reversed).
-    rows=(
-        "shape",
-        "dst_strides",
-        "magic",
-        "shift",
-        "low",
-        "count",
-        "spacing",
-        "smagic",
-        "sshift",
-        "src_strides",
-    ),
-    scalars=(
-        "src_base",  # index of the gradient's element at the window's lowest corner
-        "dst_base",  # index of the output's first element in the flat destination
-        "ndim",
-        "total",  # elements written: the whole output
-    ),
-)
-
 #: The CUDA nonzero kernel's block (see :mod:`dmlnumba.gpu.nonzero_kernel`).
 NONZERO_CUDA = declare(
     "NonzeroCuda",

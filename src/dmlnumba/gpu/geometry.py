@@ -4,7 +4,7 @@ within the kernels' fixed shared-memory policy (:mod:`.policy`)."""
 
 from .. import config
 from ..layout import divisor32, extent
-from ..params import MAXD, SLICE_CUDA, SLICE_GATHER_CUDA, SLICE_GRAD_CUDA, pack
+from ..params import MAXD, SLICE_CUDA, SLICE_GATHER_CUDA, pack
 from .policy import MAX_MASKS, MAX_MASKS_TRANSPOSED
 from .slice_kernel import LOADS
 
@@ -147,39 +147,6 @@ def gather_grid(geometry, threads, loads):
         dst_stride0=ds[0],
     )
     return min(-(-total // (threads * loads)), 1 << 22), tuple(params.tolist())
-
-
-def grad_grid(shape, ds, db, lows, spacing, counts, ss, sb, threads, loads):
-    """``(grid, params)`` of a launch of the slice_grad kernel
-    (:func:`~dmlnumba.gpu.slice_kernel.make_grad`) writing an output of ``shape``
-    (element strides ``ds``, first element ``db``), whose window starts at ``lows``,
-    ``spacing`` apart, ``counts`` elements a dimension, read from the gradient at
-    ``sb`` by ``ss`` a window element: ``loads`` elements a thread, blocks of
-    ``threads``."""
-    total = 1
-    for n in shape:
-        total *= n
-    pad = (0,) * (MAXD - len(shape))  # the rows right-aligned
-    divs = [divisor32(n) for n in shape]
-    sdivs = [divisor32(k) for k in spacing]
-    params = pack(
-        SLICE_GRAD_CUDA,
-        shape=pad + tuple(shape),
-        dst_strides=pad + tuple(ds),
-        magic=pad + tuple(m for m, _ in divs),
-        shift=pad + tuple(h for _, h in divs),
-        low=pad + tuple(lows),
-        count=pad + tuple(counts),
-        spacing=pad + tuple(spacing),
-        smagic=pad + tuple(m for m, _ in sdivs),
-        sshift=pad + tuple(h for _, h in sdivs),
-        src_strides=pad + tuple(ss),
-        src_base=sb,
-        dst_base=db,
-        ndim=len(shape),
-        total=total,
-    )
-    return max(1, min(-(-total // (threads * loads)), 1 << 22)), tuple(params.tolist())
 
 
 def wave_fill(tiles, slots):

@@ -11,11 +11,11 @@ from numba import cuda
 from .. import config
 from .._internals import array_arg
 from ..caches import Bounded
-from ..layout import c_strides, divisor, divisor32, extent, scatter_window, slice_geometry
+from ..layout import c_strides, divisor, divisor32, extent, slice_geometry
 from ..params import NONZERO_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
-from .geometry import gather_grid, grad_grid, nonzero_tiling, slice_spec, slice_tiles
+from .geometry import gather_grid, nonzero_tiling, slice_spec, slice_tiles
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, RING, STAGE_WORDS
 from .sim import SIM
@@ -251,44 +251,6 @@ class SlicePlan(_Plan):
             go(sp, dp)
 
 
-class GradPlan(_Plan):
-    """A slice_grad of one shape: the gradient's and the output's layouts and the
-    window, for the kernel that writes every output element once
-    (:func:`~dmlnumba.gpu.slice_kernel.make_grad`).  ``fits``: whether every
-    position (and the element count) fits its 32-bit arithmetic; where not, the
-    target zeroes the output and copies the window by slice1."""
-
-    def __init__(self, g, starts, steps, out):
-        super().__init__()
-        glo, gspan, gbase, gstr = extent(g.shape, g.strides, g.itemsize)
-        dlo, dspan, dbase, dstr = extent(out.shape, out.strides, out.itemsize)
-        lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
-        sb = gbase + sum(r * s for r, s in zip(read_starts, gstr))
-        ss = tuple(int(t * s) for t, s in zip(read_steps, gstr))
-        bits = 8 * g.itemsize
-        self.fits = max(gspan, dspan) < config.CUDA_SLICE_32BIT_BELOW and out.size < 1 << 31
-        self.grid = grad_grid(
-            out.shape, dstr, dbase, lows, spacing, g.shape, ss, sb,
-            config.CUDA_THREADS, gather_loads(bits),
-        )  # fmt: skip
-        self.glo, self.gspan, self.dlo, self.dspan, self.bits = glo, gspan, dlo, dspan, bits
-
-    def _make(self, spec, handle, ctx):
-        blocks, params = self.grid
-        k = launch.kernel("grad", self.bits)
-        return launch.launcher(k, blocks, config.CUDA_THREADS, handle, ctx, params)
-
-    def launch(self, handle, gp, op, ctx=0):
-        """Write the output at ``op`` from the gradient at ``gp`` on stream ``handle``."""
-        go = self.launcher(0, handle, ctx)
-        sp, dp = gp + self.glo, op + self.dlo
-        if SIM:
-            n = self.bits // 8
-            go(_arg(sp, self.gspan, n), _arg(dp, self.dspan, n))
-        else:
-            go(sp, dp)
-
-
 # ------------------------------------------------------------------------- plans
 
 _plans = Bounded()
@@ -304,15 +266,6 @@ def nonzero_plan(x, width, count, coords, limit):
     p = _plans.get(key)
     if p is None:
         p = _plans.put(key, NonzeroPlan(x, width, count, coords, limit))
-    return p
-
-
-def grad_plan(g, starts, steps, out):
-    """The plan of a slice_grad of these layouts (kept per layouts and settings generation)."""
-    key = ("grad", _layout(g), _layout(out), starts, steps, config.GENERATION)
-    p = _plans.get(key)
-    if p is None:
-        p = _plans.put(key, GradPlan(g, starts, steps, out))
     return p
 
 

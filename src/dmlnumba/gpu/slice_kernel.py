@@ -22,7 +22,6 @@ from numba import cuda, int32, int64, uint32, uint64
 from ..params import MAXD, rows_copier
 from ..params import SLICE_CUDA as P
 from ..params import SLICE_GATHER_CUDA as G
-from ..params import SLICE_GRAD_CUDA as R
 from .indexmath import row_start
 from .nonzero_write import divide32
 from .warp import agent
@@ -245,81 +244,3 @@ def make_gather(item, loads):
             i += loads * step
 
     return gather
-
-
-def _grad_offsets_source():
-    """The source of ``offsets(p, e, lo)`` for slice_grad: ``(inside, s, d)`` of
-    output element ``e`` (row-major) from a :data:`~dmlnumba.params.SLICE_GRAD_CUDA`
-    block ``p`` passed by value: whether the window holds it, the gradient's offset
-    of its value there, and its own offset.  Straight-line code as
-    :func:`_gather_offsets_source`'s, every dimension in its row (two 32-bit
-    divisions by a multiply each: the coordinate, and the window's index)."""
-    lines = ["def offsets(p, e, lo):", "    s = int32(0)", "    d = int32(0)", "    inside = True"]
-    for k in range(MAXD - 1, -1, -1):
-        lines += [
-            f"    if lo <= {k}:",
-            f"        q = int32(divide32(uint32(e), uint32(p[{R.magic + k}]), "
-            f"uint32(p[{R.shift + k}])))",
-            f"        c = int32(e - q * int32(p[{R.shape + k}]))",
-            f"        d = int32(d + c * int32(p[{R.dst_strides + k}]))",
-            f"        r = int32(c - int32(p[{R.low + k}]))",
-            "        if r < 0:",
-            "            inside = False",
-            "        else:",
-            f"            j = int32(divide32(uint32(r), uint32(p[{R.smagic + k}]), "
-            f"uint32(p[{R.sshift + k}])))",
-            f"            if j >= int32(p[{R.count + k}]) or r != j * int32(p[{R.spacing + k}]):",
-            "                inside = False",
-            f"            s = int32(s + j * int32(p[{R.src_strides + k}]))",
-            "        e = q",
-        ]
-    lines.append("    return inside, s, d")
-    return "\n".join(lines) + "\n"
-
-
-def _grad_offsets():
-    scope = {"int32": int32, "uint32": uint32, "divide32": divide32}
-    exec(compile(_grad_offsets_source(), "<slice_kernel.grad_offsets>", "exec"), scope)
-    return agent(scope["offsets"])
-
-
-grad_offsets = _grad_offsets()
-
-
-def make_grad(item, loads):
-    """The slice_grad kernel for elements of numba type ``item``: ``(p, src, dst)``,
-    ``p`` a :data:`~dmlnumba.params.SLICE_GRAD_CUDA` block passed by value.  Every
-    element of the output is written once, as the gather kernel writes its elements
-    (:func:`make_gather`): the gradient's value where the window holds it
-    (:data:`grad_offsets`), else zero, so no memset comes first."""
-
-    def grad(params, src, dst):
-        p = params
-        lo = MAXD - p[R.ndim]
-        total = p[R.total]
-        sb = int32(p[R.src_base])
-        db = int32(p[R.dst_base])
-        v = cuda.local.array(loads, item)
-        sa = cuda.local.array(loads, int32)
-        da = cuda.local.array(loads, int32)
-        ins = cuda.local.array(loads, int32)
-        step = int64(cuda.gridDim.x * cuda.blockDim.x)
-        i = int64(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
-        while i < total:
-            n = 0
-            for u in range(loads):
-                if i + u * step < total:
-                    inside, s, d = grad_offsets(p, int32(i + u * step), lo)
-                    ins[u] = int32(1) if inside else int32(0)
-                    sa[u] = int32(sb + s)
-                    da[u] = int32(db + d)
-                    n = u + 1
-            for u in range(loads):
-                if u < n:
-                    v[u] = src[sa[u]] if ins[u] else item(0)
-            for u in range(loads):
-                if u < n:
-                    dst[da[u]] = v[u]
-            i += loads * step
-
-    return grad

@@ -36,7 +36,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     upload,
     zero_bytes,
 )
-from .plans import _arg, grad_plan, nonzero_plan, slice_plan
+from .plans import _arg, nonzero_plan, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
 from .sim import SIM
 from .streams import (  # noqa: F401  (the target's interface)
@@ -65,7 +65,8 @@ from .views import (  # noqa: F401  (the target's interface)
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
 MAX_ELEMENTS: int | None = (1 << ts.VALUE_BITS) - 1
-#: New outputs are not zeroed first: the slice_grad kernel writes every element.
+#: A new zero-filled output costs a memset, which slice_grad makes only where the
+#: window leaves elements out.
 ZEROS_FREE = False
 #: The status argument of a launch of one tile (which never reads it).
 
@@ -172,18 +173,11 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
         _release(buf, stream)
 
 
-def slice_grad(g, starts, steps, out, stream, zeroed=False, func="slice_grad"):
-    """slice_grad's writes: one kernel that writes every output element once
-    (:class:`~dmlnumba.gpu.plans.GradPlan`), or where its 32-bit positions do not
-    reach, :func:`dmlnumba.target.scatter` (zeros, then a SLICE1 copy)."""
-    plan = grad_plan(g, starts, steps, out)
-    if not plan.fits:
-        _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
-        return
-    with _context(g):
-        g, buf = _materialize(g, stream, func)
-        plan.launch(stream, g.ptr, out.ptr)
-        _release(buf, stream)
+def slice_grad(g, starts, steps, out, stream, zeroed=False):
+    """slice_grad's writes: :func:`dmlnumba.target.scatter` (a memset, then one SLICE1
+    copy into the window's view).  A one-pass kernel (each output element written
+    once, the gather kernel's shape) took 1.5-2.2x the time (docs/PERFORMANCE.md)."""
+    _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
 def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
