@@ -103,13 +103,13 @@ def test_torch_cuda_graph_capture_and_replay():
         g.replay()
         # an ordinary call on the same stream between replays
         c0, x0 = dmlnumba.nonzero_coordinates(x)
-        c1, x1, c3, x3, s, g = (o.cpu().numpy() for o in outs)
+        c1, x1, c3, x3, s, sg = (o.cpu().numpy() for o in outs)
         _check_nonzero(host, c1, x1)
         _check_nonzero(host, pre_count.cpu().numpy(), pre_coords.cpu().numpy())
         _check_nonzero(host, c3, x3, limit)
         _check_nonzero(host, c0.cpu().numpy(), x0.cpu().numpy())
         np.testing.assert_array_equal(s, host[::-1, 3:900:2])
-        np.testing.assert_array_equal(g, _grad(host))
+        np.testing.assert_array_equal(sg, _grad(host))
         np.testing.assert_array_equal(pre_grad.cpu().numpy(), _grad(host))
 
 
@@ -150,13 +150,13 @@ def test_cupy_stream_capture_and_replay():
             graph.launch(stream)
             c0, x0 = dmlnumba.nonzero_coordinates(x)  # on the same stream, in between
             stream.synchronize()
-            c1, x1, c3, x3, s, g = (cp.asnumpy(o) for o in outs)
+            c1, x1, c3, x3, s, sg = (cp.asnumpy(o) for o in outs)
             _check_nonzero(host, c1, x1)
             _check_nonzero(host, cp.asnumpy(pre_count), cp.asnumpy(pre_coords))
             _check_nonzero(host, c3, x3, limit)
             _check_nonzero(host, cp.asnumpy(c0), cp.asnumpy(x0))
             np.testing.assert_array_equal(s, host[::-1, 3:900:2])
-            np.testing.assert_array_equal(g, _grad(host))
+            np.testing.assert_array_equal(sg, _grad(host))
             np.testing.assert_array_equal(cp.asnumpy(pre_grad), _grad(host))
 
 
