@@ -36,3 +36,9 @@ used._run
 used._
 # config.py: the module's class, set to _Settings so that assignments count generations.
 used.__class__
+# torch_grad.py: an autograd.Function's members, read and called by PyTorch (apply, torch.func).
+used.generate_vmap_rule
+used.forward
+used.setup_context
+used.backward
+used.jvp

@@ -1,5 +1,6 @@
 """Small calls of both CUDA kernels for compute-sanitizer (memcheck, racecheck):
-odd layouts, many tiles, every bit width; each result is checked against NumPy."""
+odd layouts, many tiles, every bit width, and slice_grad (its outputs zeroed, then
+written by slice1's kernel); each result is checked against NumPy."""
 
 import numpy as np
 from numba import cuda
@@ -142,3 +143,53 @@ for dev in (cuda.to_device(x), x):
         n_ok += 1
 cuda.synchronize()
 print(f"{n_ok} cases ok (with a CUDA graph, numba and NumPy inputs)")
+
+# slice_grad: the output zeroed, then the gradient copied into the window's view of it.
+# Windows with negative strides on numba arrays of every bit width, into a new output
+# (a memset) and into an out= that is a non-contiguous view (zeroed by a SLICE1
+# broadcast of one zero element; the gaps between its elements must stay as they
+# were); a window as large as the output (nothing zeroed); a gradient that overlaps
+# its out= (copied first); then float16 and bfloat16 PyTorch tensors, into new and
+# non-contiguous outputs.  Compared as bits: fill() draws NaNs and -0.0.
+for dtype in ["float64", "float32", "float16", "int8"]:
+    u = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    x = fill(rng, dtype, 5 * 7 * 33, 0.5).reshape(5, 7, 33)
+    for idx in (np.s_[1:, ::-1, 2::3], np.s_[4:0:-2, 1:, ::-5], np.s_[::-1, :, ::-1]):
+        w = dmlnumba.window(x.shape, idx)
+        g = np.ascontiguousarray(x[idx])
+        want = np.zeros(x.shape, u)
+        want[idx] = g.view(u)
+        r = dmlnumba.slice_grad(to_device(g, "cuda"), x.shape, *w[:3], device="cuda")
+        assert (to_host(r).view(u) == want).all()
+        buf = np.full((5, 7, 66), 7, u)
+        d = to_device(buf, "cuda")
+        o = device_view(d, lambda b: b[:, :, ::2].view(dtype), buf)
+        dmlnumba.slice_grad(to_device(g, "cuda"), x.shape, *w[:3], out=o)
+        back = to_host(d)
+        assert (back[:, :, ::2] == want).all() and (back[:, :, 1::2] == 7).all()
+        n_ok += 2
+buf = fill(rng, "float32", 4 * 8, 0.8).reshape(4, 8)
+d = to_device(buf, "cuda")
+grad = device_view(d, lambda b: b[:2, :4], buf)  # read whole before out= is zeroed
+r = dmlnumba.slice_grad(grad, (4, 8), (0, 0), (4, 8), (2, -2), out=device_view(d, lambda b: b, buf))
+want = np.zeros((4, 8), np.uint32)
+want[::2, ::-2] = buf[:2, :4].view(np.uint32)
+assert (to_host(d).view(np.uint32) == want).all()
+n_ok += 1
+for tdt in (torch.float16, torch.bfloat16):
+    h = fill(rng, "float16", 4 * 9 * 65, 0.5).reshape(4, 9, 65).view(np.int16)
+    t = torch.from_numpy(h).cuda().view(tdt)  # the same bits, read as tdt
+    idx = np.s_[::-1, 1::2, 3:60:4]
+    w = dmlnumba.window(h.shape, idx)
+    gt = dmlnumba.slice1(t, *w)
+    want = np.zeros(h.shape, np.int16)
+    want[idx] = h[idx]
+    r = dmlnumba.slice_grad(gt, h.shape, *w[:3])
+    assert r.dtype == tdt and (r.view(torch.int16).cpu().numpy() == want).all()
+    big = torch.full((4, 9, 130), 7, dtype=torch.int16, device="cuda")
+    dmlnumba.slice_grad(gt, h.shape, *w[:3], out=big.view(tdt)[:, :, ::2])
+    back = big.cpu().numpy()
+    assert (back[:, :, ::2] == want).all() and (back[:, :, 1::2] == 7).all()
+    n_ok += 2
+cuda.synchronize()
+print(f"{n_ok} cases ok (with slice_grad)")

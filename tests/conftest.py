@@ -76,7 +76,7 @@ def tiny_blocks():
         "CPU_SLICE_CHUNK",
         "CPU_PARALLEL_MIN",
         "CPU_SLICE_NUMPY_MAX",
-        "CPU_SLICE_LOAD_CHECK",
+        "CPU_LOAD_CHECK",
         "CUDA_THREADS",
         "CUDA_NONZERO_ITEMS",
         "CUDA_SLICE_ITEMS",
@@ -86,7 +86,7 @@ def tiny_blocks():
     config.CPU_SLICE_CHUNK = 5
     config.CPU_PARALLEL_MIN = 0
     config.CPU_SLICE_NUMPY_MAX = 0  # small windows through the kernel, not NumPy
-    config.CPU_SLICE_LOAD_CHECK = 0  # parallel however busy the machine is
+    config.CPU_LOAD_CHECK = 0  # parallel however busy the machine is
     config.CUDA_THREADS = 32
     config.CUDA_NONZERO_ITEMS = 10  # an eight-load step, then two single ones
     config.CUDA_SLICE_ITEMS = 2

@@ -1,7 +1,8 @@
-"""Dask arrays: both operators against NumPy on the computed results, for random
-shapes, dtypes and chunkings (every axis, uneven, size-1 chunks), on the threaded
-scheduler and on a distributed LocalCluster of 2 worker processes; building a
-result computes nothing; bad parameters raise while the graph is built."""
+"""Dask arrays: the operators (slice1, slice_grad, nonzero_coordinates, argwhere)
+against NumPy on the computed results, for random shapes, dtypes and chunkings (every
+axis, uneven, size-1 chunks), on the threaded scheduler and on a distributed
+LocalCluster of 2 worker processes; building a result computes nothing; bad
+parameters raise while the graph is built."""
 
 import numpy as np
 import pytest
@@ -23,6 +24,12 @@ def chunked_arrays(draw, max_dims=4, max_side=9):
     shape = tuple(draw(st.integers(1, max_side)) for _ in range(ndim))
     dtype = draw(st.sampled_from(NONZERO_DTYPES))
     a = draw(values(dtype, int(np.prod(shape)))).reshape(shape)
+    return a, da.from_array(a, chunks=draw(chunkings(shape)))
+
+
+@st.composite
+def chunkings(draw, shape):
+    """Chunks of ``shape``: per axis one chunk, chunks of 1, even or uneven ones."""
     chunks = []
     for n in shape:
         kind = draw(st.sampled_from(["whole", "ones", "uneven", "even"]))
@@ -37,7 +44,7 @@ def chunked_arrays(draw, max_dims=4, max_side=9):
             cuts = sorted(set(draw(st.lists(st.integers(1, max(1, n - 1)), max_size=4))))
             edges = [0] + [c for c in cuts if 0 < c < n] + [n]
             chunks.append(tuple(b - a for a, b in zip(edges, edges[1:])))
-    return a, da.from_array(a, chunks=tuple(chunks))
+    return tuple(chunks)
 
 
 @st.composite
@@ -274,3 +281,168 @@ def test_nonzero_fuses_with_the_inputs_blockwise_tasks(monkeypatch, blockwise):
     a = x.compute(scheduler="sync")
     assert int(c[0]) == np.count_nonzero(a)
     np.testing.assert_array_equal(xy, np.argwhere(a))
+
+
+# ---------------------------------------------------------------- slice_grad
+
+
+@st.composite
+def grad_windows(draw, max_dims=3, max_side=12):
+    """``(input_shape, offsets, sizes, strides)`` of a SLICE_GRAD, positive and negative
+    strides, some larger than the side."""
+    ndim = draw(st.integers(1, max_dims))
+    shape, offsets, sizes, strides = [], [], [], []
+    for _ in range(ndim):
+        n = draw(st.integers(1, max_side))
+        o = draw(st.integers(0, n - 1))
+        shape.append(n)
+        offsets.append(o)
+        sizes.append(draw(st.integers(1, n - o)))
+        strides.append(draw(st.sampled_from([1, 2, 3, 5, 13, -1, -2, -4, -13])))
+    return tuple(shape), tuple(offsets), tuple(sizes), tuple(strides)
+
+
+def _scatter_reference(g, input_shape, offsets, sizes, strides):
+    """NumPy's SLICE_GRAD: zeros, then the gradient assigned through Python slices of
+    ascending positions (a negative stride's axis taken from its last coordinate)."""
+    out = np.zeros(input_shape, g.dtype)
+    idx, flip = [], []
+    for o, s, t in zip(offsets, sizes, strides):
+        m = 1 + (s - 1) // abs(t)
+        lo = o if t > 0 else o + s - 1 - (m - 1) * abs(t)  # the lowest position written
+        idx.append(slice(lo, lo + (m - 1) * abs(t) + 1, abs(t)))
+        flip.append(slice(None) if t > 0 else slice(None, None, -1))
+    out[tuple(idx)] = g[tuple(flip)]
+    return out
+
+
+def _grad_shape(sizes, strides):
+    return tuple(1 + (s - 1) // abs(t) for s, t in zip(sizes, strides))
+
+
+@settings(max_examples=150)
+@given(st.data())
+def test_slice_grad_matches_numpy(data):
+    shape, offsets, sizes, strides = data.draw(grad_windows())
+    gshape = _grad_shape(sizes, strides)
+    dtype = np.dtype(data.draw(st.sampled_from(NONZERO_DTYPES)))
+    g = data.draw(values(dtype, int(np.prod(gshape)))).reshape(gshape)
+    x = da.from_array(g, chunks=data.draw(chunkings(gshape)))
+    # The output's chunks: dask's usual ones, under a limit from one chunk down to
+    # chunks of one element (smaller than the strides).
+    limit = data.draw(st.sampled_from(["128MiB", "64B", "24B", "1B"]))
+    with dask.config.set({"array.chunk-size": limit}):
+        r = dmlnumba.slice_grad(x, shape, offsets, sizes, strides)
+        want_chunks = da.core.normalize_chunks("auto", shape, dtype=dtype)
+    assert r.shape == shape and r.dtype == dtype and r.chunks == want_chunks
+    assert type(r._meta) is np.ndarray
+    out = r.compute(scheduler="threads")
+    assert type(out) is np.ndarray and out.dtype == dtype
+    want = _scatter_reference(g, shape, offsets, sizes, strides)
+    np.testing.assert_array_equal(bits(out), bits(want))
+
+
+@pytest.mark.parametrize(
+    "shape, offsets, sizes, strides, grad_chunks, limit",
+    [
+        ((40,), (3,), (35,), (7,), (1,), "16B"),  # chunks smaller than the stride
+        ((40,), (0,), (40,), (-9,), (2, 3), "16B"),  # negative, smaller than the stride
+        ((9, 8, 7), (1, 0, 2), (8, 8, 5), (2, -3, 1), -1, "128MiB"),  # one chunk each
+        ((9, 8, 7), (1, 0, 2), (8, 8, 5), (2, -3, 1), ((1, 3), (2, 1), (4, 1)), "64B"),
+        ((30, 6), (2, 1), (27, 5), (-4, 2), ((3, 4), (1, 2)), "48B"),  # uneven
+        # blocks written by several gradient chunks' pieces
+        ((9, 8, 7), (1, 0, 2), (8, 8, 5), (2, -3, 1), ((1, 3), (2, 1), (4, 1)), "128MiB"),
+        ((20,), (2,), (15,), (1,), (4, 5, 6), "64B"),
+        ((20,), (2,), (15,), (-1,), (4, 5, 6), "64B"),
+        ((30, 6), (2, 1), (27, 5), (-4, 2), ((1, 2, 4), (1, 1, 1)), "128B"),
+    ],
+)
+def test_slice_grad_chunkings(shape, offsets, sizes, strides, grad_chunks, limit):
+    gshape = _grad_shape(sizes, strides)
+    g = np.arange(1, np.prod(gshape) + 1, dtype=np.float64).reshape(gshape)
+    x = da.from_array(g, chunks=grad_chunks)
+    with dask.config.set({"array.chunk-size": limit}):
+        r = dmlnumba.slice_grad(x, shape, offsets, sizes, strides)
+    out = r.compute(scheduler="sync")
+    np.testing.assert_array_equal(out, _scatter_reference(g, shape, offsets, sizes, strides))
+
+
+def test_slice_grad_blocks_read_only_the_gradient_chunks_that_reach_them():
+    """Positions 3, 10, ..., 38 of 40 (stride 7), output chunks of 2 (16 bytes of
+    float64): blocks holding no position read nothing; the others read only the
+    gradient chunks whose coordinates land in them."""
+    g = np.arange(1, 7, dtype=np.float64)
+    x = da.from_array(g, chunks=(2, 1, 3))
+    with dask.config.set({"array.chunk-size": "16B"}):
+        r = dmlnumba.slice_grad(x, (40,), (3,), (36,), (7,))
+    assert r.chunks == ((2,) * 20,)
+    graph = dict(r.__dask_graph__())
+    # gradient coordinate c lands at 3 + 7c, in output block (3 + 7c) // 2
+    reached = {(3 + 7 * c) // 2: c for c in range(6)}
+    gchunk = [0, 0, 1, 2, 2, 2]  # gradient chunk of each coordinate
+    for i in range(20):
+        deps = {k for k in dask.core.get_dependencies(graph, (r.name, i))}
+        if i in reached:
+            assert deps == {(x.name, gchunk[reached[i]])}, i
+        else:
+            assert deps == set(), i
+    want = np.zeros(40)
+    want[3::7] = g
+    np.testing.assert_array_equal(r.compute(scheduler="sync"), want)
+
+
+def test_slice_grad_on_a_local_cluster(client):
+    g = np.arange(1, 4 * 3 + 1, dtype=np.int16).reshape(4, 3)
+    x = da.from_array(g, chunks=(3, 2))
+    with dask.config.set({"array.chunk-size": "32B"}):
+        r = dmlnumba.slice_grad(x, (9, 7), (1, 0), (7, 7), (-2, 3))
+    out = client.gather(client.compute(r))
+    np.testing.assert_array_equal(out, _scatter_reference(g, (9, 7), (1, 0), (7, 7), (-2, 3)))
+
+
+def test_slice_grad_builds_lazily_and_checks_while_building():
+    calls = []
+
+    def make(block_info=None):
+        calls.append(1)
+        return np.ones(block_info[None]["chunk-shape"], np.float32)
+
+    x = da.map_blocks(make, chunks=((2, 1), (2,)), dtype=np.float32, meta=np.empty((0, 0)))
+    r = dmlnumba.slice_grad(x, (6, 5), (0, 1), (6, 2), (-2, 1))
+    assert calls == [] and r.shape == (6, 5)
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): input_gradient has shape \(3, 2\);"):
+        dmlnumba.slice_grad(x, (6, 5), (0, 0), (6, 5), (2, 1))
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): window out of bounds for dimension 1"):
+        dmlnumba.slice_grad(x, (6, 5), (0, 4), (6, 2), (2, 1))
+    with pytest.raises(TypeError, match=r"^slice_grad\(\): out= is not supported for dask"):
+        dmlnumba.slice_grad(x, (6, 5), (0, 1), (6, 2), (2, 1), out=np.empty((6, 5), np.float32))
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): stream= does not apply to dask"):
+        dmlnumba.slice_grad(x, (6, 5), (0, 1), (6, 2), (2, 1), stream=0)
+    with pytest.raises(TypeError, match=r"^slice_grad\(\): input_gradient dtype complex64 is not"):
+        dmlnumba.slice_grad(x.astype(np.complex64), (6, 5), (0, 1), (6, 2), (2, 1))
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): input_gradient has unknown chunk"):
+        dmlnumba.slice_grad(x[x[:, 0] > 0], (6, 5), (0, 1), (6, 2), (2, 1))
+    assert calls == []
+    want = np.zeros((6, 5), np.float32)
+    want[5::-2, 1:3] = 1  # positions 5, 3, 1 (start offsets + sizes - 1)
+    np.testing.assert_array_equal(r.compute(scheduler="sync"), want)
+
+
+@settings(max_examples=25)
+@given(st.data())
+def test_slice_grad_cupy_chunks_match_numpy(data):
+    cupy = _cupy()
+    shape, offsets, sizes, strides = data.draw(grad_windows())
+    gshape = _grad_shape(sizes, strides)
+    dtype = np.dtype(data.draw(st.sampled_from(NONZERO_DTYPES)))
+    g = data.draw(values(dtype, int(np.prod(gshape)))).reshape(gshape)
+    x = da.from_array(cupy.asarray(g), chunks=data.draw(chunkings(gshape)), asarray=False)
+    with dask.config.set({"array.chunk-size": data.draw(st.sampled_from(["128MiB", "24B"]))}):
+        r = dmlnumba.slice_grad(x, shape, offsets, sizes, strides)
+    assert type(r._meta).__module__.startswith("cupy")
+    out = r.compute(scheduler="threads")
+    assert type(out).__module__.startswith("cupy")
+    want = _scatter_reference(g, shape, offsets, sizes, strides)
+    np.testing.assert_array_equal(bits(cupy.asnumpy(out)), bits(want))
+    back = dmlnumba.slice_grad(x, shape, offsets, sizes, strides, device="cpu")
+    np.testing.assert_array_equal(bits(back.compute(scheduler="threads")), bits(want))

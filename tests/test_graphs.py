@@ -1,4 +1,5 @@
-"""On a real GPU: CUDA graph capture (PyTorch and CuPy), torch.compile with CUDA
+"""On a real GPU: CUDA graph capture (PyTorch and CuPy; slice1, slice_grad and
+nonzero_coordinates), torch.compile with CUDA
 graphs, opcheck on CUDA tensors, JAX CUDA arrays, and the refusals of what a graph
 cannot hold.  Each capture test replays 200 times with the input rewritten
 between replays (0%, 100% and random densities) and ordinary calls on the same
@@ -51,6 +52,13 @@ def _check_nonzero(x, count, coords, max_count=None):
     np.testing.assert_array_equal(np.asarray(coords[:rows]), want[:rows])
 
 
+def _grad(host):
+    """slice_grad of the window's slice1: the window's elements kept, the rest 0."""
+    g = np.zeros_like(host)
+    g[:, 3:900:2] = host[:, 3:900:2]
+    return g
+
+
 def _window(shape):
     return dmlnumba.window(shape, np.s_[::-1, 3:900:2])
 
@@ -69,6 +77,7 @@ def test_torch_cuda_graph_capture_and_replay():
     w = _window(SHAPE)
     pre_count = torch.empty(1, dtype=torch.uint32, device="cuda")
     pre_coords = torch.empty((n, 2), dtype=torch.uint32, device="cuda")
+    pre_grad = torch.full((SHAPE[0], SHAPE[1] + 3), 7.0, device="cuda")[:, 2:-1]
     limit = 1000
 
     def body():
@@ -76,7 +85,9 @@ def test_torch_cuda_graph_capture_and_replay():
         dmlnumba.nonzero_coordinates(x, out_count=pre_count, out_coordinates=pre_coords)
         c3, x3 = dmlnumba.nonzero_coordinates(x, dtype=np.int64, max_count=limit)
         s = dmlnumba.slice1(x, *w)
-        return c1, x1, c3, x3, s
+        g = dmlnumba.slice_grad(s, SHAPE, *w[:3])
+        dmlnumba.slice_grad(s, SHAPE, *w[:3], out=pre_grad)  # a strided out: zeroed by a copy
+        return c1, x1, c3, x3, s, g
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -92,12 +103,14 @@ def test_torch_cuda_graph_capture_and_replay():
         g.replay()
         # an ordinary call on the same stream between replays
         c0, x0 = dmlnumba.nonzero_coordinates(x)
-        c1, x1, c3, x3, s = (o.cpu().numpy() for o in outs)
+        c1, x1, c3, x3, s, sg = (o.cpu().numpy() for o in outs)
         _check_nonzero(host, c1, x1)
         _check_nonzero(host, pre_count.cpu().numpy(), pre_coords.cpu().numpy())
         _check_nonzero(host, c3, x3, limit)
         _check_nonzero(host, c0.cpu().numpy(), x0.cpu().numpy())
         np.testing.assert_array_equal(s, host[::-1, 3:900:2])
+        np.testing.assert_array_equal(sg, _grad(host))
+        np.testing.assert_array_equal(pre_grad.cpu().numpy(), _grad(host))
 
 
 def test_cupy_stream_capture_and_replay():
@@ -112,6 +125,7 @@ def test_cupy_stream_capture_and_replay():
     w = _window(SHAPE)
     pre_count = cp.empty(1, cp.uint32)
     pre_coords = cp.empty((n, 2), cp.uint32)
+    pre_grad = cp.full(SHAPE, 7.0, cp.float32)
     limit = 1000
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
@@ -121,7 +135,9 @@ def test_cupy_stream_capture_and_replay():
             dmlnumba.nonzero_coordinates(x, out_count=pre_count, out_coordinates=pre_coords)
             c3, x3 = dmlnumba.nonzero_coordinates(x, dtype=np.int64, max_count=limit)
             s = dmlnumba.slice1(x, *w)
-            return c1, x1, c3, x3, s
+            g = dmlnumba.slice_grad(s, SHAPE, *w[:3])
+            dmlnumba.slice_grad(s, SHAPE, *w[:3], out=pre_grad)  # zeroed by a memset
+            return c1, x1, c3, x3, s, g
 
         body()
         stream.synchronize()
@@ -134,12 +150,14 @@ def test_cupy_stream_capture_and_replay():
             graph.launch(stream)
             c0, x0 = dmlnumba.nonzero_coordinates(x)  # on the same stream, in between
             stream.synchronize()
-            c1, x1, c3, x3, s = (cp.asnumpy(o) for o in outs)
+            c1, x1, c3, x3, s, sg = (cp.asnumpy(o) for o in outs)
             _check_nonzero(host, c1, x1)
             _check_nonzero(host, cp.asnumpy(pre_count), cp.asnumpy(pre_coords))
             _check_nonzero(host, c3, x3, limit)
             _check_nonzero(host, cp.asnumpy(c0), cp.asnumpy(x0))
             np.testing.assert_array_equal(s, host[::-1, 3:900:2])
+            np.testing.assert_array_equal(sg, _grad(host))
+            np.testing.assert_array_equal(cp.asnumpy(pre_grad), _grad(host))
 
 
 def test_what_a_graph_cannot_hold_is_refused():

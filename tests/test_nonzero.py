@@ -700,7 +700,7 @@ def test_cpu_threads_only_for_large_inputs(op, monkeypatch):
     monkeypatch.setattr(config, "CPU_NONZERO_BLOCK", 64)
     monkeypatch.setattr(config, "CPU_SLICE_CHUNK", 64)
     monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
-    monkeypatch.setattr(config, "CPU_SLICE_LOAD_CHECK", 0)  # however busy the machine is
+    monkeypatch.setattr(config, "CPU_LOAD_CHECK", 0)  # however busy the machine is
     rng = np.random.default_rng(3)
 
     def run(n):
@@ -794,7 +794,7 @@ def test_changed_settings_reach_repeated_calls(monkeypatch, device, op):
     with monkeypatch.context() as m:
         m.setattr(config, "CPU_PARALLEL_MIN", 0)
         m.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
-        m.setattr(config, "CPU_SLICE_LOAD_CHECK", 0)  # however busy the machine is
+        m.setattr(config, "CPU_LOAD_CHECK", 0)  # however busy the machine is
         m.setattr(config, "CPU_NONZERO_BLOCK", 64)
         m.setattr(config, "CPU_SLICE_CHUNK", 64)
         m.setattr(config, "CUDA_THREADS", 32)

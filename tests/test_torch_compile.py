@@ -166,7 +166,8 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.mark.parametrize("device", DEVICES)
 def test_what_pytorch_users_pass(device):
     """bfloat16 (copied bit for bit; +0 and -0 zero, NaN non-zero), tensors that
-    require grad (read; the results do not require grad), lazily negated views
+    require grad (nonzero's results do not require grad; slice1's do, and its out= is
+    refused in grad mode, as PyTorch's out= calls are), lazily negated views
     (resolved: the values, not the storage), and PyTorch dtypes as dtype=."""
     rng = np.random.default_rng(6)
     h = rng.standard_normal((9, 11)).astype(np.float32)
@@ -182,10 +183,13 @@ def test_what_pytorch_users_pass(device):
     np.testing.assert_array_equal(dmlnumba.argwhere(b).cpu().numpy(), want)
     w = dmlnumba.window(h.shape, np.s_[::-1, 1::3])
     s = dmlnumba.slice1(b, *w)
-    assert s.dtype == torch.bfloat16 and not s.requires_grad
-    np.testing.assert_array_equal(s.view(torch.int16).cpu().numpy(), bits[::-1, 1::3])
+    assert s.dtype == torch.bfloat16 and s.requires_grad
+    np.testing.assert_array_equal(s.detach().view(torch.int16).cpu().numpy(), bits[::-1, 1::3])
     out = torch.empty(tuple(w[3]), dtype=torch.bfloat16, device=device)
-    assert dmlnumba.slice1(b, *w, out=out) is out
+    with pytest.raises(TypeError, match=r"^slice1\(\): out= does not support automatic diff"):
+        dmlnumba.slice1(b, *w, out=out)
+    with torch.no_grad():
+        assert dmlnumba.slice1(b, *w, out=out) is out
     np.testing.assert_array_equal(out.view(torch.int16).cpu().numpy(), bits[::-1, 1::3])
     z = torch.complex(torch.from_numpy(h), torch.from_numpy(h[::-1].copy())).to(device)
     neg = z.conj().imag  # a lazily negated view

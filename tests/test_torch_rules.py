@@ -155,7 +155,8 @@ def test_functionalize_writes_the_outputs(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_func_transforms_read_the_values(device):
     """vmap and grad wrappers go through the operators too (they hold no storage the
-    eager path could read); the results are not differentiable, as in eager calls."""
+    eager path could read), and gradients flow through slice1 and slice_grad as in
+    eager calls."""
     x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device=device)
     got = torch.func.vmap(lambda r: dmlnumba.slice1(r, (0,), (3,), (-2,)))(x)
     assert got.tolist() == [[3.0, 1.0], [6.0, 4.0]]
@@ -163,7 +164,15 @@ def test_torch_func_transforms_read_the_values(device):
     def loss(r):
         return (r * dmlnumba.slice1(r, (0,), (3,), (1,))).sum()
 
-    assert torch.func.grad(loss)(x[0]).tolist() == [1.0, 2.0, 3.0]
+    assert torch.func.grad(loss)(x[0]).tolist() == [2.0, 4.0, 6.0]
+    rev = torch.func.jacrev(lambda r: dmlnumba.slice1(r, (0,), (3,), (-2,)))(x[0])
+    assert rev.tolist() == [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    spread = torch.func.vmap(lambda g: dmlnumba.slice_grad(g, (3,), (0,), (3,), (-2,)))
+    assert spread(got).tolist() == [[1.0, 0.0, 3.0], [4.0, 0.0, 6.0]]
+    t = torch.func.jvp(
+        lambda g: dmlnumba.slice_grad(g, (3,), (0,), (3,), (-2,)), (got[0],), (got[1],)
+    )
+    assert t[1].tolist() == [4.0, 0.0, 6.0]
 
 
 def test_a_functional_out_beside_a_numpy_input_is_refused():

@@ -52,6 +52,36 @@ def slice1(
     return call.target.slice1_call(call)
 
 
+def slice_grad(
+    input_gradient: Any,
+    input_shape: Sequence[int],
+    offsets: Sequence[int],
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    *,
+    out: Any = None,
+    device: str | None = None,
+    stream: Any = None,
+) -> Any:
+    """DirectML SLICE_GRAD, SLICE1's backward: a zero-filled array of ``input_shape``
+    holding each element of ``input_gradient`` where SLICE1 read it from.
+
+    For every coordinate ``c`` of ``input_gradient``: ``output[start + strides * c]
+    = input_gradient[c]``, with SLICE1's ``start`` (``offsets``, or ``offsets + sizes
+    - 1`` where a stride is negative); every other element is 0.  The window follows
+    SLICE1's rules against ``input_shape``, and ``input_gradient``'s shape must be the
+    window's output sizes, ``1 + (sizes - 1) // abs(strides)``.
+
+    The result has ``input_gradient``'s dtype and library.  ``out``, if given, must be
+    a writeable array of ``input_shape`` and that dtype (any strides); it is zeroed,
+    written and returned.  ``device`` and ``stream`` as for :func:`slice1`.
+    """
+    call = prepare.slice_grad(
+        input_gradient, input_shape, offsets, sizes, strides, out, device, stream
+    )
+    return call.target.slice_grad_call(call)
+
+
 def nonzero_coordinates(
     input: Any,
     width: int | None = None,

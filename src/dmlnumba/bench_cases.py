@@ -1,5 +1,6 @@
 """The cases of :mod:`dmlnumba.bench` and their contenders: CPU (NumPy), GPU (PyTorch
-and CuPy) and dask, each group returning its rows (:func:`~dmlnumba.bench_timing.record`)."""
+and CuPy) and dask, each group returning its rows (:func:`~dmlnumba.bench_timing.record`);
+slice_grad's rows, on slice1's windows, are made by :mod:`dmlnumba.bench_grad`."""
 
 import statistics
 import time
@@ -9,6 +10,7 @@ import numpy as np
 
 import dmlnumba
 
+from .bench_grad import contenders, slice_grad_row
 from .bench_timing import Timings, interleaved, record
 
 
@@ -66,13 +68,9 @@ def cpu_cases(quick=False):
         },
         reps,
     )
-    record(
-        rows,
-        f"slice1 x[:, ::-1, 3:250:2, 1::3] {'x'.join(map(str, shape))} f32",
-        med,
-        2 * out.nbytes,
-        bw,
-    )
+    dims = "x".join(map(str, shape))
+    record(rows, f"slice1 x[:, ::-1, 3:250:2, 1::3] {dims} f32", med, 2 * out.nbytes, bw)
+    slice_grad_row(rows, f"slice_grad x[:, ::-1, 3:250:2, 1::3] {dims} f32", shape, idx, reps, bw)
 
     small = rng.standard_normal((10, 10, 10)).astype(np.float32)
     small[small < 0] = 0
@@ -85,6 +83,8 @@ def cpu_cases(quick=False):
         2000 if not quick else 50,
     )
     record(rows, "slice1 1000 elements (call latency)", med)
+    case = "slice_grad 1000 elements (call latency)"
+    slice_grad_row(rows, case, small.shape, np.s_[:, ::-1, 1::2], 2000 if not quick else 50)
     # Small nonzero calls: the (10, 10, 10) array above (50% non-zero), and 1-d inputs
     # at 1% and 50%.
     flat = rng.standard_normal(1000).astype(np.float32)
@@ -156,6 +156,8 @@ def gpu_cases(quick=False, only=None):
             if quick:
                 shape = (2, 16) + shape[2:]
             _gpu_slice_row(rows, shape, idx, label, reps, sync, bw)
+            case = f"slice_grad {label} {'x'.join(map(str, shape))} f32, torch in"
+            slice_grad_row(rows, case, shape, idx, reps, bw, cp, True, sync)
     if only in (None, "small"):
         _gpu_small_rows(rows)
     return {"device": torch.cuda.get_device_name(), "copy_bandwidth_Bps": bw, "rows": rows}
@@ -238,6 +240,9 @@ def _gpu_small_rows(rows, calls=1000):
     xc = cp.asarray(xt)
     w = dmlnumba.window(xt.shape, np.s_[:, ::-1, 1::2])
     flip = lambda: xt.flip(1)[:, :, 1::2].contiguous()  # noqa: E731
+    gc = cp.asarray(dmlnumba.slice1(xc, *w))  # slice_grad's gradient: the window's values
+    gt = torch.as_tensor(gc, device="cuda")
+    grad_fns = contenders(w, np.s_[:, ::-1, 1::2], gc, cp, cp.empty_like(xc), gt)
     for label, fns in [
         (
             "nonzero",
@@ -257,6 +262,7 @@ def _gpu_small_rows(rows, calls=1000):
                 "cupy": lambda: cp.ascontiguousarray(xc[:, ::-1, 1::2]),
             },
         ),
+        ("slice_grad", grad_fns),
     ]:
         samples: dict[str, list[float]] = {}
         for _ in range(3):

@@ -46,13 +46,13 @@ CPU_SLICE_NUMPY_MAX = 1 << 13
 #: worker (scripts/loaded_latency.py; the measurement: docs/PERFORMANCE.md, "Settings").
 CPU_PARALLEL_MIN = 1 << 20
 
-#: CPU slice1: 1 runs a call that would go to numba's threads on the calling one
-#: where the machine's other runnable threads leave numba's no core each (Linux's
-#: count of them); 0 (the default) never does.  A parallel region waits for its
-#: slowest thread, which another busy process may hold up.  Off by default because
-#: any one other runnable thread sends a call to one core, which on a many-core host
-#: gives up its idle cores.  For shared machines (docs/PERFORMANCE.md, "Settings").
-CPU_SLICE_LOAD_CHECK = 0
+#: 1 (the default): a CPU call large enough for numba's threads (slice1's copy,
+#: nonzero's passes) runs on as many of them as the machine's other runnable threads
+#: leave a core each (Linux's count of them), on this thread where that is fewer than
+#: two; 0: on all of them, however busy the machine is.  A parallel region waits for
+#: its slowest thread, which another busy process may hold up (docs/PERFORMANCE.md,
+#: "Settings").
+CPU_LOAD_CHECK = 1
 
 #: Dask nonzero: the most input bytes of one block where the input's chunking must
 #: be rechunked into stripes (blocks that are contiguous in element order).
@@ -135,7 +135,7 @@ _RANGES = {
     "CPU_SLICE_CHUNK": (1, 1 << 40, 1),
     "CPU_PARALLEL_MIN": (0, 1 << 62, 1),
     "CPU_SLICE_NUMPY_MAX": (0, 1 << 40, 1),
-    "CPU_SLICE_LOAD_CHECK": (0, 1, 1),
+    "CPU_LOAD_CHECK": (0, 1, 1),
     "DASK_BLOCK_BYTES": (1, 1 << 50, 1),
     "DASK_BLOCKWISE": (0, 1, 1),
     "CUDA_THREADS": (32, 1024, 32),

@@ -198,6 +198,38 @@ def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, strea
     )
 
 
+def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib):
+    """The :class:`~dmlnumba.target.Call` of an array's slice_grad, checked
+    (``shape``: the output's, ``input_shape``)."""
+    f = "slice_grad"
+    # Read once, before the gradient's layout: a parameter's __index__ may change it.
+    offsets, sizes, strides, _ = v.slice1_args(offsets, sizes, strides, None, f)
+    input_shape = v.shape_arg(input_shape, "input_shape", f)
+    given_out = out
+    grad, bf16 = _readable(grad, lib, f)
+    if bf16 and out is not None:  # written as float16 (the same two bytes)
+        out = bfloat16_out(out, f)
+    target, x = resolve(grad, device, f, "input_gradient", lib)
+    target.check_stream(stream, f)
+    v.check_dtype(x.dtype, v.SLICE_DTYPES, f, "input_gradient")
+    starts, steps = v.slice_grad_params(input_shape, x.shape, offsets, sizes, strides, f)
+    v.check_strides(x, "input_gradient", f)
+    return Call(
+        f,
+        grad,
+        lib,
+        target,
+        x=x,
+        stream=stream,
+        bf16=bf16,
+        starts=starts,
+        steps=steps,
+        shape=input_shape,
+        out=out,
+        given_out=given_out,
+    )
+
+
 def nonzero_call(
     input, width, dtype, max_count, out_count, out_coordinates, device, stream, lib, f, key=None
 ):
@@ -246,6 +278,13 @@ def run_slice1(
     lib = library(input)
     c = slice1_call(input, offsets, sizes, strides, output_sizes, out, device, stream, lib)
     return c.target.slice1_call(c)
+
+
+def run_slice_grad(grad, input_shape, offsets, sizes, strides, out=None, device=None, stream=None):
+    """slice_grad of an array (see :func:`run_slice1`)."""
+    lib = library(grad)
+    c = slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib)
+    return c.target.slice_grad_call(c)
 
 
 def run_nonzero(

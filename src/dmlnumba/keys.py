@@ -42,19 +42,22 @@ UNASKED = "unasked"
 # (asked first: a traced call keeps no runner, and runs on dmlnumba.torch_ops)
 
 
-def traced(input, *outs):
+def traced(input, *outs, grad=False):
     """Whether this call goes through the registered PyTorch operators (see
     :mod:`dmlnumba.torch_ops`): when torch.compile or torch.export traces it (the
     tracer records one node per call), or when the input or an output is a PyTorch
     tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
-    must never read or write through DLPack or a data pointer.  Cheap where PyTorch
-    is not loaded."""
+    must never read or write through DLPack or a data pointer; for a differentiable
+    operator (``grad``: slice1, slice_grad), also when autograd records the call (an
+    input that requires grad, in grad mode).  Cheap where PyTorch is not loaded."""
     torch = _modules.get("torch")
     if torch is None:
         return False
     if torch.compiler.is_compiling():
         return True
     Tensor = torch.Tensor
+    if grad and isinstance(input, Tensor) and input.requires_grad and torch.is_grad_enabled():
+        return True
     if type(input) is Tensor:  # the common case, asked here (a call less)
         if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
             return True
@@ -287,7 +290,8 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     writeable flag are part of it (no id key for any other kind of output).  Then
     by the parameters' values (the value key), with ``out``'s layout
     (:func:`out_layout`) where one is given."""
-    if traced(input, None if type(out) is _ndarray else out):  # NumPy's: never traced
+    # A NumPy out is never traced (asked of the others only).
+    if traced(input, None if type(out) is _ndarray else out, grad=True):
         return TRACED, None
     id_key: Any = None
     if type(input) is _ndarray and device is None and stream is None:

@@ -170,3 +170,17 @@ def shares_memory(a_ptr, a_shape, a_strides, a_itemsize, b_ptr, b_shape, b_strid
     a = np.asarray(_Addresses(a_ptr, a_shape, a_strides, a_itemsize))
     b = np.asarray(_Addresses(b_ptr, b_shape, b_strides, b_itemsize))
     return bool(np.shares_memory(a, b))
+
+
+def scatter_window(starts, steps, shape):
+    """SLICE_GRAD's writes as a SLICE1 copy into a view of the output: ``(lows,
+    spacing, read_starts, read_steps)``.  The window's elements of the output, for a
+    gradient of ``shape`` whose element ``c`` goes to ``starts + steps * c``, are the
+    view from ``lows`` with ``spacing`` (``abs(steps)``) elements between them, in
+    ascending order; the gradient is read into it from ``read_starts`` by
+    ``read_steps`` (its last element first along a negative step)."""
+    lows = tuple(s + t * (n - 1) if t < 0 else s for s, t, n in zip(starts, steps, shape))
+    spacing = tuple(abs(t) for t in steps)
+    read_starts = tuple(n - 1 if t < 0 else 0 for t, n in zip(steps, shape))
+    read_steps = tuple(-1 if t < 0 else 1 for t in steps)
+    return lows, spacing, read_starts, read_steps

@@ -114,6 +114,30 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, ke
     return c
 
 
+def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream) -> Call:
+    """slice_grad's :class:`~dmlnumba.target.Call`."""
+    f = "slice_grad"
+    if keys.traced(grad, out, grad=True):
+        args = (input_shape, offsets, sizes, strides, out, device, stream)
+        return Call(f, grad, "torch", adapter("torch"), args=args)
+    lib = _lib(grad)
+    if lib == "dask":
+        offsets, sizes, strides, _ = v.slice1_args(offsets, sizes, strides, None, f)
+        input_shape = v.shape_arg(input_shape, "input_shape", f)
+        _no_outputs_for_dask(f, stream, out=out)
+        return Call(
+            f,
+            grad,
+            lib,
+            adapter("dask"),
+            device=device,
+            args=(input_shape, offsets, sizes, strides),
+        )
+    return dispatch.slice_grad_call(
+        grad, input_shape, offsets, sizes, strides, out, device, stream, lib
+    )
+
+
 def _as_array(input, f):
     """A list, tuple or scalar as ``numpy.asarray`` reads it; anything else as it is,
     where dmlnumba reads it as an array."""

@@ -18,10 +18,12 @@ The shared steps below (:func:`slice1_into`, :func:`nonzero_into`,
 only its interface, so that each target runs them as its own.
 """
 
+import math
 from typing import Any, Protocol
 
 from . import validation as v
 from .interop import torch_out, torch_written
+from .layout import scatter_window
 
 
 class Call:
@@ -110,6 +112,10 @@ class Runs(Protocol):
     def slice1_call(self, c: Call) -> Any:
         """The window: a new array of the input's library, or ``call.out`` written."""
 
+    def slice_grad_call(self, c: Call) -> Any:
+        """SLICE_GRAD: a new zero-filled array of the input's library holding the
+        gradient at the window's positions, or ``call.out`` zeroed and written."""
+
     def nonzero_call(self, c: Call) -> tuple[Any, Any]:
         """``(count, coordinates)``: new arrays, or the caller's outputs written."""
 
@@ -123,6 +129,8 @@ class Target(Runs, Protocol):
     name: str
     #: The largest nonzero input the target counts (None: the coordinate type's limit).
     MAX_ELEMENTS: int | None
+    #: Whether a new zero-filled array costs no more than an empty one.
+    ZEROS_FREE: bool
 
     def empty_result(self, c: Call, shape: Any, dtype: Any) -> Any:
         """A new empty result of ``shape`` and ``dtype`` of the array type the call's
@@ -157,6 +165,24 @@ class Target(Runs, Protocol):
     ) -> None:
         """Copy the window into ``out`` (which may overlap ``x`` unless ``fresh``)."""
 
+    def zeros(
+        self, shape: Any, dtype: Any, stream: Any, like: Any, lib: Any = ..., func: Any = ...
+    ) -> Any:
+        """A new zero-filled C-contiguous array, as :meth:`empty` allocates one."""
+
+    def slice_grad(
+        self, g: Any, starts: Any, steps: Any, out: Any, stream: Any, zeroed: bool
+    ) -> None:
+        """Write every element of ``out``: the gradient at the window's elements, zero
+        elsewhere (``zeroed``: ``out`` holds zeros already)."""
+
+    def zero(self, a: Any, stream: Any) -> None:
+        """Set every element of the array ``a`` to zero bits, on ``stream``."""
+
+    def strided_view(self, a: Any, lows: Any, spacing: Any, shape: Any) -> Any:
+        """The view of ``a`` of ``shape`` from index ``lows``, ``spacing`` elements
+        apart in each dimension (positive)."""
+
     def nonzero(
         self,
         x: Any,
@@ -170,28 +196,17 @@ class Target(Runs, Protocol):
         """Write the count and at most ``limit`` coordinate rows."""
 
     def nonzero_runner(
-        self,
-        x: Any,
-        width: int,
-        dtype: Any,
-        rows: int,
-        lib: Any,
-        count: Any = ...,
-        coords: Any = ...,
+        self, x: Any, width: int, dtype: Any, rows: int, lib: Any, oc: Any = ..., ox: Any = ...
     ) -> Any:
-        """A function of an input laid out like ``x`` (and of outputs laid out like
-        the checked ``count`` and ``coords``, where given) giving ``(count,
-        coordinates)``, new arrays where none is given; None where this target keeps
-        none for the call.  Given outputs: the function returns None, having written
-        nothing, where one may overlap the input or the other."""
+        """A function of inputs (and outputs) laid out like ``x`` (and the checked
+        ``oc``, ``ox``) giving ``(count, coordinates)``, new where not given; None where
+        an output may overlap the input or the other.  None: no runner for the call."""
 
     def slice1_runner(
         self, x: Any, starts: Any, steps: Any, out_shape: Any, lib: Any, out: Any = ...
     ) -> Any:
-        """A function of an input laid out like ``x`` giving the window in a new
-        array, or (``out``: a checked output's layout) of ``(input, out)`` giving
-        ``out``, or None where it may overlap the input; None where this target keeps
-        none."""
+        """Likewise for slice1: the window in a new array, or in ``out`` (a checked
+        output's layout), the function then of ``(input, out)``."""
 
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether ``a`` and ``b`` may share memory (a cheap range test)."""
@@ -261,8 +276,7 @@ def check_out(
 def slice1_into(t: Any, c: Call) -> Any:
     """slice1 on the target ``t`` (after its runner, where it keeps one): the window
     written into a new array or into the caller's ``out`` (which the target writes
-    through a buffer where it overlaps the input), whose checks keep the runner of
-    later calls into outputs of its layout."""
+    through a buffer where it overlaps the input; a checked one keeps a runner)."""
     x, f = c.x, c.f
     if c.out is None:
         ks = t.call_stream(c.lib, c.stream, x)
@@ -270,13 +284,10 @@ def slice1_into(t: Any, c: Call) -> Any:
         t.slice1(x, c.starts, c.steps, t.describe(new, "out", f), ks, fresh=True)
         return t.as_library(c.lib, new, c.bf16)
     o = t.check_out(c.out, x.dtype, c.shape, "out", f, x)
-    if c.key is not None:
-        # Checked: later calls into outputs of this layout (their key) take the runner.
+    if c.key is not None:  # checked: later calls into outputs of its layout take a runner
         run = t.slice1_runner(x, c.starts, c.steps, c.shape, c.lib, o)
         if run is not None:
-            c.keep(run)
-            # A caller's array written as it is (a NumPy out on the CPU, no marks to
-            # repeat): the runner writes it on this call too, as on the repeats.
+            c.keep(run)  # a NumPy out on the CPU (no marks to repeat): written by it now
             if o is c.out and run(c.input, o) is not None:
                 return c.given_out
     ks = t.call_stream(c.lib, c.stream, x)
@@ -284,10 +295,44 @@ def slice1_into(t: Any, c: Call) -> Any:
     return c.given_out
 
 
+def slice_grad_into(t: Any, c: Call) -> Any:
+    """slice_grad on the target ``t``: the output (new, or the caller's ``out``
+    checked) written whole by the target's :meth:`Target.slice_grad`.  A gradient that
+    may share memory with ``out`` is copied first, so that it is read whole before
+    the output is written.  A new output comes zeroed where the target's zeros cost
+    nothing more (``ZEROS_FREE``: the CPU's, whose pages the system zeroes)."""
+    g, f = c.x, c.f
+    ks = t.call_stream(c.lib, c.stream, g)
+    new = None
+    if c.out is None:
+        zeroed = t.ZEROS_FREE and g.size != math.prod(c.shape)
+        new = (t.zeros if zeroed else t.empty)(c.shape, g.dtype, ks, g, c.lib, f)
+        o = t.describe(new, "out", f)
+    else:
+        zeroed = False
+        o = t.check_out(c.out, g.dtype, c.shape, "out", f, g)
+        if t.overlaps(g, o):
+            tmp = t.describe(t.empty(g.shape, g.dtype, ks, g, None, f), "input_gradient", f)
+            t.slice1(g, (0,) * g.ndim, (1,) * g.ndim, tmp, ks, fresh=True)
+            g = tmp
+    t.slice_grad(g, c.starts, c.steps, o, ks, zeroed)
+    return c.given_out if new is None else t.as_library(c.lib, new, c.bf16)
+
+
+def scatter(t: Any, g: Any, starts: Any, steps: Any, out: Any, stream: Any, zeroed: bool) -> None:
+    """SLICE_GRAD as two steps on the target ``t``: ``out`` zeroed (unless ``zeroed``
+    says it is, or the window covers it), then the gradient copied into the window's
+    elements of it by one SLICE1 copy (:func:`~dmlnumba.layout.scatter_window`)."""
+    if not zeroed and g.size != out.size:  # (a window as large as the output covers it)
+        t.zero(out, stream)
+    lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
+    view = t.strided_view(out, lows, spacing, g.shape)
+    t.slice1(g, read_starts, read_steps, view, stream, fresh=True)
+
+
 def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
     """nonzero_coordinates on the array target ``t``: the runner the call keeps
-    (``c.key``), where ``t`` makes one, else :func:`nonzero_into` (which keeps the
-    runner of a call into given outputs)."""
+    (``c.key``, new outputs), where ``t`` makes one, else :func:`nonzero_into`."""
     if c.key is not None and c.out_count is None and c.out_coordinates is None:
         run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
         if run is not None:
@@ -319,8 +364,7 @@ def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
             f"{f}(): out_count and out_coordinates overlap in memory; the count "
             f"would overwrite a coordinate"
         )
-    if c.key is not None and (oc is not None or ox is not None):
-        # Checked: later calls into outputs of these layouts (their key) take the runner.
+    if c.key is not None and (oc is not None or ox is not None):  # checked: keep a runner
         run = t.nonzero_runner(x, w, dt, rows, lib, oc, ox)
         if run is not None:
             c.keep(run)

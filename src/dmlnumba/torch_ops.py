@@ -35,102 +35,21 @@ eager call returns (NumPy arrays for NumPy inputs).
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
+from . import torch_grad
 from . import validation as v
-from .dispatch import run_argwhere, run_nonzero, run_slice1
+from .dispatch import run_argwhere, run_nonzero, run_slice1, run_slice_grad
 from .interop import dtype_name
-
-_NP = {
-    torch.uint32: np.uint32,
-    torch.uint64: np.uint64,
-    torch.int64: np.int64,
-}
-
-
-def torch_dtype(dtype):
-    """``dtype=`` for the PyTorch operator: a torch dtype (NumPy's named the same way
-    map to it)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = np.dtype(dtype).name
-    if not hasattr(torch, name):
-        raise TypeError(f"nonzero_coordinates(): dtype {name} has no PyTorch counterpart")
-    return getattr(torch, name)
-
-
-def _check_input(input, allowed, f):
-    """The input's dtype and rank checked as the eager call checks them: bfloat16
-    as float16 (the bits it is read as), a conjugated tensor refused."""
-    if input.is_conj():
-        raise TypeError(f"{f}(): input is a conjugated (complex) tensor, which is not supported")
-    name = "float16" if input.dtype == torch.bfloat16 else dtype_name(input.dtype)
-    try:
-        dt = np.dtype(name)
-    except TypeError:
-        raise TypeError(f"{f}(): input dtype {name} is not supported") from None
-    v.check_dtype(dt, allowed, f)
-    v.check_ndim(input.dim(), f)
-
-
-def _slice1_shape(input, offsets, sizes, strides, output_sizes):
-    """The output's shape, with the eager call's checks (the same functions, in the
-    same order).  A symbolic shape (dynamic shapes) skips the cache of checked
-    windows, whose keys must hash."""
-    f = "slice1"
-    offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
-    _check_input(input, v.SLICE_DTYPES, f)
-    shape = tuple(input.shape)
-    if all(type(n) is int for n in shape):
-        return list(v.slice1_params(shape, offsets, sizes, strides, output_sizes)[2])
-    ndim = len(shape)
-    offsets, sizes, strides = (
-        v.int_tuple(p, name, ndim, f)
-        for p, name in ((offsets, "offsets"), (sizes, "sizes"), (strides, "strides"))
-    )
-    if output_sizes is not None:
-        output_sizes = v.int_tuple(output_sizes, "output_sizes", ndim, f)
-    return list(v._slice1_check(shape, offsets, sizes, strides, output_sizes)[2])
-
-
-def _check_out(out, input, shape):
-    """slice1's ``out`` as the eager call checks it: the input's dtype (bfloat16 and
-    float16 are different ones) and the output's shape."""
-    if out.dtype != input.dtype:
-        raise TypeError(
-            f"slice1(): out has dtype {dtype_name(out.dtype)}, expected {dtype_name(input.dtype)}"
-        )
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"slice1(): out has shape {tuple(out.shape)}, expected {tuple(shape)}")
-
-
-def _nonzero_shape(input, width, dtype, max_count, f="nonzero_coordinates"):
-    """``(width, rows)`` of the coordinates, with the eager call's checks."""
-    width, dt, max_count = v.nonzero_args(width, dtype, max_count, f)
-    _check_input(input, v.NONZERO_DTYPES, f)
-    w = v.nonzero_width(tuple(input.shape), width, f)
-    n = input.numel()
-    if type(n) is int:
-        v.coord_dtype(dt, n, f)
-    elif v.COORD_LIMITS[dt] < v.INT64_MAX:  # a dynamic shape: checked when it runs
-        torch._check(n <= v.COORD_LIMITS[dt], lambda: f"{f}(): input too large for {dt}")
-    return w, (n if max_count is None else torch.sym_min(max_count, n))
-
-
-def _check_nonzero_outs(dtype, w, rows, out_count, out_coordinates, f="nonzero_coordinates"):
-    """The outputs as the eager call checks them (``dtype``: the coordinates')."""
-    for name, o in (("out_count", out_count), ("out_coordinates", out_coordinates)):
-        if o is not None and o.dtype != dtype:
-            raise TypeError(
-                f"{f}(): {name} has dtype {dtype_name(o.dtype)}, expected {dtype_name(dtype)}"
-            )
-    if out_count is not None and out_count.numel() != 1:
-        raise ValueError(
-            f"{f}(): out_count has shape {tuple(out_count.shape)}; it must hold exactly one element"
-        )
-    if out_coordinates is not None:
-        v.coordinates_matrix_shape(tuple(out_coordinates.shape), rows, w, f=f)
+from .torch_fakes import (
+    check_input,
+    check_nonzero_outs,
+    check_out,
+    nonzero_shape,
+    slice1_shape,
+    slice_grad_check,
+    torch_dtype,
+)
 
 
 @torch.library.custom_op("dmlnumba::slice1", mutates_args=())
@@ -146,7 +65,7 @@ def slice1(
 
 @slice1.register_fake
 def _(input, offsets, sizes, strides, output_sizes=None):
-    return input.new_empty(_slice1_shape(input, offsets, sizes, strides, output_sizes))
+    return input.new_empty(slice1_shape(input, offsets, sizes, strides, output_sizes))
 
 
 @torch.library.custom_op("dmlnumba::slice1_out", mutates_args=("out",))
@@ -163,7 +82,29 @@ def slice1_out(
 
 @slice1_out.register_fake
 def _(input, offsets, sizes, strides, output_sizes, out):
-    _check_out(out, input, _slice1_shape(input, offsets, sizes, strides, output_sizes))
+    check_out(out, input, slice1_shape(input, offsets, sizes, strides, output_sizes))
+
+
+@torch.library.custom_op("dmlnumba::slice_grad", mutates_args=())
+def slice_grad(
+    input_gradient: torch.Tensor,
+    input_shape: Sequence[int],
+    offsets: Sequence[int],
+    sizes: Sequence[int],
+    strides: Sequence[int],
+) -> torch.Tensor:
+    return run_slice_grad(
+        input_gradient, list(input_shape), list(offsets), list(sizes), list(strides)
+    )
+
+
+@slice_grad.register_fake
+def _(input_gradient, input_shape, offsets, sizes, strides):
+    slice_grad_check(input_gradient, input_shape, offsets, sizes, strides)
+    return input_gradient.new_empty(tuple(input_shape))
+
+
+torch_grad.register(slice1, slice_grad)
 
 
 @torch.library.custom_op("dmlnumba::nonzero_coordinates", mutates_args=())
@@ -178,7 +119,7 @@ def nonzero_coordinates(
 
 @nonzero_coordinates.register_fake
 def _(input, width=None, dtype=torch.uint32, max_count=None):
-    w, rows = _nonzero_shape(input, width, dtype, max_count)
+    w, rows = nonzero_shape(input, width, dtype, max_count)
     return input.new_empty((1,), dtype=dtype), input.new_empty((rows, w), dtype=dtype)
 
 
@@ -197,8 +138,8 @@ def nonzero_coordinates_out(
 
 @nonzero_coordinates_out.register_fake
 def _(input, width, max_count, out_count, out_coordinates):
-    w, rows = _nonzero_shape(input, width, out_count.dtype, max_count)
-    _check_nonzero_outs(out_count.dtype, w, rows, out_count, out_coordinates)
+    w, rows = nonzero_shape(input, width, out_count.dtype, max_count)
+    check_nonzero_outs(out_count.dtype, w, rows, out_count, out_coordinates)
 
 
 @torch.library.custom_op("dmlnumba::argwhere", mutates_args=())
@@ -208,7 +149,7 @@ def argwhere(input: torch.Tensor) -> torch.Tensor:
 
 @argwhere.register_fake
 def _(input):
-    _check_input(input, v.NONZERO_DTYPES, "argwhere")
+    check_input(input, v.NONZERO_DTYPES, "argwhere")
     ctx = torch.library.get_ctx()
     n = input.numel()
     if type(n) is int:
@@ -256,6 +197,10 @@ def _eager_slice1(input, offsets, sizes, strides, output_sizes, *, out, device, 
     return run_slice1(input, offsets, sizes, strides, output_sizes, out, device, stream)
 
 
+def _eager_slice_grad(grad, input_shape, offsets, sizes, strides, *, out, device, stream):
+    return run_slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream)
+
+
 def _eager_nonzero(input, width, *, dtype, max_count, out_count, out_coordinates, device, stream):
     outs = (out_count, out_coordinates)
     return run_nonzero(input, width, dtype, max_count, *outs, device, stream)
@@ -267,6 +212,7 @@ def _eager_argwhere(input, *, device, stream):
 
 _EAGER = {
     "slice1": torch.compiler.disable(_eager_slice1),
+    "slice_grad": torch.compiler.disable(_eager_slice_grad),
     "nonzero_coordinates": torch.compiler.disable(_eager_nonzero),
     "argwhere": torch.compiler.disable(_eager_argwhere),
 }
@@ -281,15 +227,51 @@ def slice1_call(c):
             input, offsets, sizes, strides, output_sizes, out=out, device=device, stream=stream
         )
     ops = torch.ops.dmlnumba
-    input = input.detach()  # the results are not differentiable, as in eager calls
     if out is None:
-        return ops.slice1(input, offsets, sizes, strides, output_sizes)
+        return torch_grad.slice1_op(input, offsets, sizes, strides, output_sizes)
+    _no_grad_out("slice1", input)
     if _func_wrapped(input, out):
         r = ops.slice1(input, offsets, sizes, strides, output_sizes)
-        _check_out(out, input, r.shape)
+        check_out(out, input, r.shape)
         out.copy_(r)
     else:
         ops.slice1_out(input, offsets, sizes, strides, output_sizes, out)
+    return out
+
+
+def _no_grad_out(f, input):
+    """An ``out=`` write is not differentiable: refused for an input that requires
+    grad in grad mode, as PyTorch refuses its own ``out=`` calls."""
+    if input.requires_grad and torch.is_grad_enabled():
+        raise TypeError(
+            f"{f}(): out= does not support automatic differentiation, and the input requires "
+            f"grad; call without out=, or under torch.no_grad()"
+        )
+
+
+def slice_grad_call(c):
+    """:func:`dmlnumba.slice_grad` through the operator (differentiable: its backward is
+    slice1); ``out=`` is written by ``copy_`` from the operator's result."""
+    grad = c.input
+    input_shape, offsets, sizes, strides, out, device, stream = c.args
+    if not _tensors(grad, out) or device is not None or stream is not None:
+        return _eager("slice_grad")(
+            grad, input_shape, offsets, sizes, strides, out=out, device=device, stream=stream
+        )
+    if out is not None:
+        _no_grad_out("slice_grad", grad)
+    r = torch_grad.slice_grad_op(grad, input_shape, offsets, sizes, strides)
+    if out is None:
+        return r
+    if out.dtype != r.dtype:
+        raise TypeError(
+            f"slice_grad(): out has dtype {dtype_name(out.dtype)}, expected {dtype_name(r.dtype)}"
+        )
+    if tuple(out.shape) != tuple(r.shape):
+        raise ValueError(
+            f"slice_grad(): out has shape {tuple(out.shape)}, expected {tuple(r.shape)}"
+        )
+    out.copy_(r)
     return out
 
 
@@ -317,11 +299,11 @@ def nonzero_call(c):
         return ops.nonzero_coordinates(input, width, dt, max_count)
     if out_count is not None and out_coordinates is not None and not _func_wrapped(input, *outs):
         if out_count.dtype != dt:  # the operator takes the outputs' dtype
-            _check_nonzero_outs(dt, None, None, out_count, None)
+            check_nonzero_outs(dt, None, None, out_count, None)
         ops.nonzero_coordinates_out(input, width, max_count, out_count, out_coordinates)
         return out_count, out_coordinates
     count, coords = ops.nonzero_coordinates(input, width, dt, max_count)
-    _check_nonzero_outs(dt, coords.shape[1], coords.shape[0], out_count, out_coordinates)
+    check_nonzero_outs(dt, coords.shape[1], coords.shape[0], out_count, out_coordinates)
     if out_count is not None:
         out_count.copy_(count.view(out_count.shape))
     if out_coordinates is not None:

@@ -96,10 +96,10 @@ def int_values(values, name, func):
     return tuple(out)
 
 
-def int_tuple(values, name, ndim, func):
+def int_tuple(values, name, ndim, func, of="input"):
     """``values`` as a tuple of ``ndim`` Python ints, each within int64 (see
     :func:`int_values`); anything but a sequence is a TypeError, a wrong length a
-    ValueError."""
+    ValueError naming ``of``, the array whose rank it must have."""
     if type(values) is tuple and len(values) == ndim:  # the common case, checked fast
         for v in values:
             if type(v) is not int or v < INT64_MIN or v > INT64_MAX:
@@ -113,7 +113,7 @@ def int_tuple(values, name, ndim, func):
     values = int_values(values, name, func)
     if len(values) != ndim:
         raise ValueError(
-            f"{func}(): {name} has {len(values)} values but input has {ndim} dimensions"
+            f"{func}(): {name} has {len(values)} values but {of} has {ndim} dimensions"
         )
     return values
 
@@ -150,30 +150,29 @@ def slice1_args(offsets, sizes, strides, output_sizes, f="slice1"):
 _checked = Bounded()
 
 
-def slice1_params(shape, offsets, sizes, strides, output_sizes):
-    """Check SLICE1's parameters against an input ``shape``.
+def slice1_params(shape, offsets, sizes, strides, output_sizes, f="slice1", of="input"):
+    """Check SLICE1's parameters against an input ``shape`` (``of``: its name in the
+    messages; ``f``: the function's).
 
     Returns ``(starts, strides, out_shape)``: for each dimension the input index
     of output coordinate 0, the signed step, and the output's size.  Parameters
     that passed once are remembered (keyed by exact Python ints only), so that
     repeated calls with the same window skip the per-dimension checks.
     """
-    f = "slice1"
     ndim = len(shape)
-    check_ndim(ndim, f)
-    offsets = int_tuple(offsets, "offsets", ndim, f)
-    sizes = int_tuple(sizes, "sizes", ndim, f)
-    strides = int_tuple(strides, "strides", ndim, f)
+    check_ndim(ndim, f, of)
+    offsets = int_tuple(offsets, "offsets", ndim, f, of)
+    sizes = int_tuple(sizes, "sizes", ndim, f, of)
+    strides = int_tuple(strides, "strides", ndim, f, of)
     if output_sizes is not None:
-        output_sizes = int_tuple(output_sizes, "output_sizes", ndim, f)
-    key = (tuple(shape), offsets, sizes, strides, output_sizes)
+        output_sizes = int_tuple(output_sizes, "output_sizes", ndim, f, of)
+    key = (tuple(shape), offsets, sizes, strides, output_sizes, f, of)
     return _checked.get_or_make(
-        key, lambda: _slice1_check(shape, offsets, sizes, strides, output_sizes)
+        key, lambda: _slice1_check(shape, offsets, sizes, strides, output_sizes, f, of)
     )
 
 
-def _slice1_check(shape, offsets, sizes, strides, output_sizes):
-    f = "slice1"
+def _slice1_check(shape, offsets, sizes, strides, output_sizes, f="slice1", of="input"):
     ndim = len(shape)
     starts = []
     out_shape = []
@@ -189,9 +188,10 @@ def _slice1_check(shape, offsets, sizes, strides, output_sizes):
                 f"dimension"
             )
         if o + s > n:
+            shape_d = f"{of}.shape[{d}]" if of == "input" else f"{of}[{d}]"
             raise ValueError(
                 f"{f}(): window out of bounds for dimension {d}: offsets[{d}] + sizes[{d}] = "
-                f"{o} + {s} = {o + s} > input.shape[{d}] = {n}"
+                f"{o} + {s} = {o + s} > {shape_d} = {n}"
             )
         most = 1 + (s - 1) // abs(t)
         if output_sizes is None:
@@ -206,6 +206,36 @@ def _slice1_check(shape, offsets, sizes, strides, output_sizes):
         starts.append(o if t > 0 else o + s - 1)
         out_shape.append(m)
     return tuple(starts), strides, tuple(out_shape)
+
+
+def shape_arg(values, name, f):
+    """A shape argument (``input_shape``) read once: a sequence of non-negative Python
+    ints (see :func:`int_values`), of 1 to 8 of them."""
+    if type(values) is not tuple and not _is_sequence(values):
+        raise TypeError(
+            f"{f}(): {name} must be a sequence of integers, not {type(values).__name__}"
+        )
+    shape = int_values(values, name, f)
+    check_ndim(len(shape), f, name)
+    for d, n in enumerate(shape):
+        if n < 0:
+            raise ValueError(f"{f}(): {name}[{d}] = {n} is negative")
+    return shape
+
+
+def slice_grad_params(input_shape, grad_shape, offsets, sizes, strides, f="slice_grad"):
+    """SLICE_GRAD's parameters checked: the window against ``input_shape`` as
+    :func:`slice1_params` checks it against an input, then the gradient's shape
+    against the window's output sizes.  Returns ``(starts, strides)``."""
+    starts, steps, want = slice1_params(
+        input_shape, offsets, sizes, strides, None, f, "input_shape"
+    )
+    if tuple(grad_shape) != want:
+        raise ValueError(
+            f"{f}(): input_gradient has shape {tuple(grad_shape)}; the window's output sizes "
+            f"1 + (sizes - 1) // abs(strides) are {want}"
+        )
+    return starts, steps
 
 
 def effective_rank(shape):

@@ -1,4 +1,4 @@
-"""Dask arrays: both operators chunk by chunk, lazily, with NumPy or CuPy chunks.
+"""Dask arrays: the operators chunk by chunk, lazily, with NumPy or CuPy chunks.
 
 Imported only when a ``dask.array.Array`` reaches the API (``pip install
 'dmlnumba[dask]'``).  Parameters are checked while the graph is built, against
@@ -12,6 +12,16 @@ slice1
     input blocks it reads and nothing else; it is allocated once and filled
     piece by piece, each piece a ``slice1`` from one input block into a view of
     the output block (no concatenation, no full materialisation).
+
+slice_grad
+    Output chunks are dask's usual ones for the output's shape and dtype
+    (``normalize_chunks("auto", ...)``).  Along each axis, the gradient
+    coordinates whose positions fall in one output chunk form a run; an output
+    block that no coordinate reaches is zeros and reads nothing, and every other
+    block depends only on the gradient chunks that meet its runs.  It is made by
+    one in-memory ``slice_grad`` of the one gradient piece that reaches it, or
+    allocated zeroed and written piece by piece, each piece a ``slice_grad`` into
+    the view of the block the piece spans (the pieces' views are disjoint).
 
 nonzero_coordinates
     DirectML's design one level up: per-block coordinates, in ascending order
@@ -38,6 +48,7 @@ Devices
     GPUs copied), ``device="cpu"`` every chunk to the host.
 """
 
+from .grad_graph import slice_grad
 from .nonzero_graph import _is_stripes, nonzero, stripes  # noqa: F401  (the tests' and scripts')
 from .slice_graph import slice1
 
@@ -49,6 +60,12 @@ def slice1_call(c):
     """slice1 (``c.args``: the parameters as read once by the prepare step)."""
     offsets, sizes, strides, output_sizes = c.args
     return slice1(c.input, offsets, sizes, strides, output_sizes, c.device)
+
+
+def slice_grad_call(c):
+    """slice_grad (``c.args``: ``(input_shape, offsets, sizes, strides)`` read once)."""
+    input_shape, offsets, sizes, strides = c.args
+    return slice_grad(c.input, input_shape, offsets, sizes, strides, c.device)
 
 
 def nonzero_call(c):

@@ -7,16 +7,16 @@ from .. import config
 from ..dispatch import DeviceUnavailableError, parse_device
 
 
-def _kind(meta, f):
+def _kind(meta, f, name="input"):
     if isinstance(meta, np.ma.MaskedArray):
         raise TypeError(
-            f"{f}(): input is a dask array of numpy.ma.MaskedArray chunks, whose masks dmlnumba "
-            f"would ignore; pass dask.array.ma.filled(input, 0) instead"
+            f"{f}(): {name} is a dask array of numpy.ma.MaskedArray chunks, whose masks dmlnumba "
+            f"would ignore; pass dask.array.ma.filled({name}, 0) instead"
         )
     mod = (type(meta).__module__ or "").split(".")[0]
     if mod not in ("numpy", "cupy"):
         raise TypeError(
-            f"{f}(): input is a dask array of {type(meta).__name__} chunks; "
+            f"{f}(): {name} is a dask array of {type(meta).__name__} chunks; "
             f"dmlnumba takes NumPy or CuPy chunks"
         )
     return mod
@@ -58,17 +58,18 @@ def _on_device_of(block):
     return cupy.cuda.Device(block.device.id)
 
 
-def _prepare(x, device, f):
+def _prepare(x, device, f, name="input"):
     """``(x, kind)``: the array with its chunks where ``device`` says, and their kind
-    (``"cuda:N"``: every chunk on device N, copied there where it is elsewhere)."""
+    (``"cuda:N"``: every chunk on device N, copied there where it is elsewhere;
+    ``name``: the array's name in the messages)."""
     from dask.array.utils import meta_from_array
 
     config.check_env(f)
     if any(np.isnan(c) for cs in x.chunks for c in cs):
         raise ValueError(
-            f"{f}(): input has unknown chunk sizes; call input.compute_chunk_sizes() first"
+            f"{f}(): {name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first"
         )
-    kind = _kind(x._meta, f)
+    kind = _kind(x._meta, f, name)
     dev = parse_device(device, f)
     if dev is None:
         return x, kind

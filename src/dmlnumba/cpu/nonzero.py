@@ -106,11 +106,11 @@ def _serial(driver, bits):
     return k.nonzero, key, (count, fw)
 
 
-def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
+def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     """Like :func:`~dmlnumba.cpu.slice.slice1_runner`, for nonzero_coordinates with
     outputs of ``dtype`` and ``rows`` rows: the function of ``(x, out_count=None,
     out_coordinates=None)`` returns ``(count, coordinates)``, new arrays where this
-    runner's call gives none.  ``count`` and ``coords``: the NumPy views of the first
+    runner's call gives none.  ``oc`` and ``ox``: the NumPy views of the first
     call's checked outputs (:func:`dmlnumba.target.check_out`), whose layouts every
     later call's share (its key holds them); None where the call allocates.  With
     either given, a call where an output may overlap the input or the other output
@@ -120,7 +120,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
     n = x.size
     u = np.dtype(uint_of_size(dtype.itemsize))
     shape = (rows, width)
-    given = count is not None or coords is not None
+    given = oc is not None or ox is not None
     if given and not (n and width and rows):
         return None
     if n == 0:
@@ -131,14 +131,14 @@ def nonzero_runner(x, width, dtype, rows, lib=None, count=None, coords=None):
     p = _fresh_rows_block(x, sbase, sstr, width, rows)
     obase = 0
     if given:
-        p, obase = _given_block(p, count, coords)
+        p, obase = _given_block(p, oc, ox)
     fields = {"n": n, "limit": rows, "contiguous": x.flags.c_contiguous, "first": 0}
-    rs = width if coords is None else int(p[NONZERO_CPU.rs])
+    rs = width if ox is None else int(p[NONZERO_CPU.rs])
     driver = nonzero_driver({**fields, "width": width, "rs": rs, "out_base": obase})
     serial = not nonzero_on_threads(p)
     # The given outputs' flat views, and their library's rules (PyTorch's marks).
-    write_count: Any = None if count is None else reader(count)
-    write_coords: Any = None if coords is None else reader(coords)
+    write_count: Any = None if oc is None else reader(oc)
+    write_coords: Any = None if ox is None else reader(ox)
     may_share = np.may_share_memory  # slice.overlaps' test, without a frame of its own
     kernel = None
     key: tuple = ()

@@ -6,6 +6,7 @@ stripes) and :mod:`.threads` (numba's threads, the load check, the nonzero drive
 they import numba's CPU kernels on first use, so ``import dmlnumba`` stays light.
 """
 
+import functools
 import sys
 
 import numpy as np
@@ -44,11 +45,20 @@ __all__ = [
     "slice1",
     "slice1_call",
     "slice1_runner",
+    "slice_grad",
+    "slice_grad_call",
+    "ZEROS_FREE",
+    "strided_view",
+    "zero",
+    "zeros",
 ]
 
 name = "cpu"
 #: Largest nonzero input (None: no limit beyond the coordinate type's).
 MAX_ELEMENTS: int | None = None
+#: New zero-filled arrays are NumPy's, whose pages the system zeroes as they are
+#: first written: no pass of their own.
+ZEROS_FREE = True
 
 
 def describe(a, name, func):
@@ -83,6 +93,27 @@ def is_writeable(a):
 
 def empty(shape, dtype, stream=None, like=None, lib=None, func=None):
     return np.empty(shape, dtype)
+
+
+def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
+    """slice_grad's writes: :func:`dmlnumba.target.scatter` (zeros, then one SLICE1
+    copy into the window's view)."""
+    _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
+
+
+def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
+    """A new zero-filled array (pages the system zeroes as they are first written)."""
+    return np.zeros(shape, dtype)
+
+
+def zero(a, stream=None):
+    """Every element of ``a`` set to zero bits (+0.0 for floats)."""
+    a[...] = 0
+
+
+def strided_view(a, lows, spacing, shape):
+    """The view of ``a`` of ``shape`` from ``lows``, ``spacing`` elements apart."""
+    return a[tuple(slice(lo, lo + (n - 1) * k + 1, k) for lo, k, n in zip(lows, spacing, shape))]
 
 
 def call_stream(lib, stream, x):
@@ -136,9 +167,13 @@ def slice1_call(c):
     return _shared.slice1_into(_self, c)
 
 
-def nonzero_call(c):
-    """nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target."""
-    return _shared.nonzero_call(_self, c)
+#: slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target.
+slice_grad_call = functools.partial(_shared.slice_grad_into, _self)
+
+
+#: nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target (the
+#: shared step itself, bound: no call of this module's on the way).
+nonzero_call = functools.partial(_shared.nonzero_call, _self)
 
 
 def argwhere_call(c):

@@ -1,6 +1,6 @@
 """The CPU kernels' threads: whether a call may run on numba's thread pool (not in a
 dask task, not in a forked child of an OpenMP parent, not on a busy machine where
-the load check is on), parallel regions from several application threads under a
+the load check finds no cores free), parallel regions from several application threads under a
 threading layer that cannot take them (workqueue: one at a time, the others on
 their own threads), and which nonzero driver takes a call."""
 
@@ -66,18 +66,23 @@ _pool_shared = False
 
 
 def run_parallel(parallel, serial, key, *args):
-    """``parallel(*args)`` on numba's threads; ``serial(*args)`` on this thread where
-    another thread's parallel region runs and numba's layer may not take two (the
-    same results either way)."""
+    """``parallel(*args)`` on numba's threads, as many of them as have a core
+    (:func:`threads_free`, where ``CPU_LOAD_CHECK`` asks); ``serial(*args)`` on
+    this thread where fewer than two have one, or where another thread's parallel
+    region runs and numba's layer may not take two (the same results either way)."""
     global _pool_shared
+    import numba
+
+    want = numba.get_num_threads()
+    k = threads_free(want) if config.CPU_LOAD_CHECK else want
+    if k < 2:
+        return compiling.run(serial, key, *args)
     if _pool_shared:
-        return compiling.run(parallel, key + ("parallel",), *args)
+        return _on_threads(k, want, parallel, key, args)
     if not _pool.acquire(blocking=False):
         return compiling.run(serial, key, *args)
     try:
-        result = compiling.run(parallel, key + ("parallel",), *args)
-        import numba
-
+        result = _on_threads(k, want, parallel, key, args)
         try:
             _pool_shared = numba.threading_layer() != "workqueue"
         except ValueError:  # no pool started (NUMBA_DISABLE_JIT): keep to one at a time
@@ -87,7 +92,25 @@ def run_parallel(parallel, serial, key, *args):
     return result
 
 
-#: ``/proc/loadavg``, kept open (:func:`cores_free`); None until first asked, False
+def _on_threads(k, want, parallel, key, args):
+    """``parallel(*args)`` on ``k`` of numba's threads (this thread's setting, put back
+    after: it was ``want``), noting when the region ended (see :func:`threads_free`)."""
+    global _parallel_end
+    import numba
+
+    if k == want:
+        result = compiling.run(parallel, key + ("parallel",), *args)
+    else:
+        numba.set_num_threads(k)
+        try:
+            result = compiling.run(parallel, key + ("parallel",), *args)
+        finally:
+            numba.set_num_threads(want)
+    _parallel_end = time.monotonic()
+    return result
+
+
+#: ``/proc/loadavg``, kept open (:func:`threads_free`); None until first asked, False
 #: where it cannot be read (not Linux).
 _loadavg: Any = None
 #: ``time.monotonic()`` at the end of the last parallel slice1 call.
@@ -98,65 +121,55 @@ POOL_SPIN_S = 0.02
 #: Seconds that calls stay on one thread after other runnable threads were seen.
 BUSY_HOLD_S = 1.0
 _busy_until = -1.0
+#: The fewest threads with a core seen since ``_busy_until - BUSY_HOLD_S``.
+_held = 1
 #: The machine's cores, asked once (``os.cpu_count()`` is not free).
 _CORES = os.cpu_count() or 1
 
 
-def cores_free():
-    """Whether the machine has a core for each of numba's threads: the runnable
-    threads (Linux's count, ``/proc/loadavg``) other than the caller and, just
-    after a parallel call, numba's pool threads still spinning, leave a core to
-    each of them; and none were seen in the last ``BUSY_HOLD_S`` (the other
-    processes of a busy machine sleep now and then: a count taken at such a moment
-    would send a call to the threads).  A parallel region waits for its slowest
-    thread, and on a busy machine one of them waits for a core: parallel calls
-    then take several times their serial time (docs/PERFORMANCE.md,
-    ``CPU_SLICE_LOAD_CHECK``).  True where the count cannot be read.  Asked only
-    before a call large enough for the threads."""
-    global _loadavg, _busy_until
-    now = time.monotonic()
-    if now < _busy_until:
-        return False
+def threads_free(threads):
+    """How many of ``threads`` threads have a core of their own: the machine's cores
+    less the runnable threads (Linux's count, ``/proc/loadavg``) other than the
+    caller and, just after a parallel region, numba's pool threads still spinning;
+    the fewest seen in the last ``BUSY_HOLD_S`` (the other processes of a busy
+    machine sleep now and then: a count taken at such a moment would overcommit the
+    cores).  A parallel region waits for its slowest thread, and on a busy machine
+    one of them waits for a core: parallel calls then take several times their
+    serial time (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).  ``threads`` where the
+    count cannot be read.  Asked only before a call large enough for the threads."""
+    global _loadavg, _busy_until, _held
     if _loadavg is None:
         try:
             _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
         except OSError:
             _loadavg = False
     if _loadavg is False:
-        return True
+        return threads
     try:
         running = int(os.pread(_loadavg, 128, 0).split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
-        return True
-    import numba
-
-    threads = numba.get_num_threads()
+        return threads
+    now = time.monotonic()
     own = threads if now - _parallel_end < POOL_SPIN_S else 1
-    if running - own <= _CORES - threads:
-        return True
-    _busy_until = now + BUSY_HOLD_S
-    return False
+    free = min(threads, max(1, _CORES - (running - own)))
+    if now < _busy_until:
+        free = min(free, _held)
+    if free < threads:
+        if now >= _busy_until or free < _held:
+            _held = free
+        _busy_until = now + BUSY_HOLD_S
+    return free
 
 
 def slice_parallel(size, nchunks):
-    """Whether a slice1 copy of ``size`` elements in ``nchunks`` chunks runs on
-    numba's threads: where it is large enough to gain from them and the machine has
-    a core free for each (where ``CPU_SLICE_LOAD_CHECK`` asks)."""
-    return (
-        nchunks > 1
-        and size >= config.CPU_PARALLEL_MIN
-        and threads_ok()
-        and (not config.CPU_SLICE_LOAD_CHECK or cores_free())
-    )
+    """Whether a slice1 copy of ``size`` elements in ``nchunks`` chunks is offered to
+    numba's threads (:func:`run_parallel`, which takes as many as have a core):
+    where it is large enough to gain from them."""
+    return nchunks > 1 and size >= config.CPU_PARALLEL_MIN and threads_ok()
 
 
-def run_slice_parallel(*args):
-    """:func:`run_parallel` for a slice1 copy, noting when it ended (for
-    :func:`cores_free`: numba's pool threads spin a while after it)."""
-    global _parallel_end
-    result = run_parallel(*args)
-    _parallel_end = time.monotonic()
-    return result
+#: slice1's copy on numba's threads (see :func:`run_parallel`).
+run_slice_parallel = run_parallel
 
 
 def nonzero_driver(fields):

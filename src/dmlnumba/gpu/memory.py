@@ -151,6 +151,17 @@ def zero(ptr, nbytes, handle):
     check(driver.cuMemsetD32Async(ptr, 0, nbytes // 4, handle)[0], "cuMemsetD32Async")
 
 
+def zero_bytes(ptr, nbytes, handle):
+    """Zero ``nbytes`` at ``ptr`` on the stream: 4-byte words where the address and
+    size allow, else bytes (a memset either way, which a CUDA graph captures)."""
+    from cuda.bindings import driver
+
+    if ptr % 4 == 0 and nbytes % 4 == 0:
+        zero(ptr, nbytes, handle)
+    else:
+        check(driver.cuMemsetD8Async(ptr, 0, nbytes, handle)[0], "cuMemsetD8Async")
+
+
 def upload(host, handle, device=None):
     """A C-contiguous NumPy array copied to a new pool buffer on the stream:
     ``(buffer, address)``.  The copy reads pageable memory, so the driver has taken

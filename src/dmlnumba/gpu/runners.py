@@ -82,10 +82,10 @@ def _apart(a, ra, b, rb):
     return a + ra[1] <= b + rb[0] or b + rb[1] <= a + ra[0]
 
 
-def nonzero_runner(x, width, dtype, rows, lib, count=None, coords=None):
+def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
     """A repeated nonzero call on inputs of ``x``'s library, layout and device: new
-    outputs from the library's allocator where the call gives none (``count`` and
-    ``coords``: the first call's checked outputs, whose layouts a later call's share:
+    outputs from the library's allocator where the call gives none (``oc`` and
+    ``ox``: the first call's checked outputs, whose layouts a later call's share:
     its key holds them), one plan bound to the library's current stream, with the
     device's context current (made so, for the call, where the calling thread's is
     another's).  With outputs given, the function of ``(input, out_count,
@@ -97,15 +97,15 @@ def nonzero_runner(x, width, dtype, rows, lib, count=None, coords=None):
     dev = x.device
     with on(dev):  # a first call from another device's thread: the plan, allocators there
         ptr_of, handle, alloc, scr = library_io(lib, x)
-        new_count = alloc((1,), dtype) if count is None else None
-        new_coords = alloc((rows, width), dtype) if coords is None else None
-    given = count is not None or coords is not None
+        new_count = alloc((1,), dtype) if oc is None else None
+        new_coords = alloc((rows, width), dtype) if ox is None else None
+    given = oc is not None or ox is not None
     cl, cget, cr, cmark = (_new_view((1,), dtype), ptr_of, None, False)
-    if count is not None:
-        cl, cget, cr, cmark = _given(count, ptr_of)
+    if oc is not None:
+        cl, cget, cr, cmark = _given(oc, ptr_of)
     ol, oget, orr, omark = (_new_view((rows, width), dtype), ptr_of, None, False)
-    if coords is not None:
-        ol, oget, orr, omark = _given(coords, ptr_of)
+    if ox is not None:
+        ol, oget, orr, omark = _given(ox, ptr_of)
     xr = None if x.host is not None else _bare(x).span()  # a staged input meets nothing
     x, read = _source(x, ptr_of, "nonzero_coordinates")
     go = nonzero_plan(_bare(x), width, cl, ol, rows).launch

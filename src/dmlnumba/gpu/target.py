@@ -16,6 +16,7 @@ the same stream (as CUB initialises its tile status per call).  Calls on
 different streams share nothing but the plans (no lock).
 """
 
+import functools
 import sys
 
 import numpy as np
@@ -33,7 +34,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     pool_buffer,
     scratch,
     upload,
-    zero,
+    zero_bytes,
 )
 from .plans import _arg, nonzero_plan, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
@@ -64,6 +65,9 @@ from .views import (  # noqa: F401  (the target's interface)
 name = "cuda"
 #: Largest nonzero input: the look-back status words count to 2**VALUE_BITS - 1.
 MAX_ELEMENTS: int | None = (1 << ts.VALUE_BITS) - 1
+#: A new zero-filled output costs a memset, which slice_grad makes only where the
+#: window leaves elements out.
+ZEROS_FREE = False
 #: The status argument of a launch of one tile (which never reads it).
 
 
@@ -160,13 +164,54 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
             if SIM:
                 _arg(cp, cbase + 1, count.itemsize)[cbase] = 0
             else:
-                zero(cp + cbase * count.itemsize, count.itemsize, stream)
+                zero_bytes(cp + cbase * count.itemsize, count.itemsize, stream)
             return
         x, buf = _materialize(x, stream, func)
         plan = nonzero_plan(x, width, count, coords, limit)
         out = coords if width else count
         plan.launch(stream, x.ptr, out.ptr, count.ptr, _scratch(x))
         _release(buf, stream)
+
+
+def slice_grad(g, starts, steps, out, stream, zeroed=False):
+    """slice_grad's writes: :func:`dmlnumba.target.scatter` (a memset, then one SLICE1
+    copy into the window's view).  A one-pass kernel (each output element written
+    once, the gather kernel's shape) took 1.5-2.2x the time (docs/PERFORMANCE.md)."""
+    _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
+
+
+def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
+    """A new output (see :func:`empty`) zeroed by a memset on the stream."""
+    a = empty(shape, dtype, stream, like, lib, func)
+    zero(describe(a, "out", func), stream)
+    return a
+
+
+def zero(v, stream):
+    """Every element of the view ``v`` set to zero bits on the stream: a memset of its
+    span where its elements fill it (new outputs), else a SLICE1 copy of one zero
+    element broadcast over it."""
+    p, span, base, es = flat(v)
+    with _context(v):
+        if SIM:
+            h = host_view(Flat(None, p, span, uint_of_size(v.itemsize)))
+            np.lib.stride_tricks.as_strided(h[base:], v.shape, v.strides)[...] = 0
+        elif span == v.size:
+            zero_bytes(p, span * v.itemsize, stream)
+        else:
+            buf = pool_buffer(v.itemsize, stream, v.device)
+            q = int(buf.handle)
+            zero_bytes(q, v.itemsize, stream)
+            z = DeviceView(buf, v.shape, (0,) * v.ndim, v.dtype, q, True, v.device)
+            slice1(z, (0,) * v.ndim, (1,) * v.ndim, v, stream, fresh=True)
+            _release(buf, stream)
+
+
+def strided_view(v, lows, spacing, shape):
+    """The view of ``v`` of ``shape`` from ``lows``, ``spacing`` elements apart."""
+    ptr = v.ptr + sum(lo * s for lo, s in zip(lows, v.strides))
+    strides = tuple(k * s for k, s in zip(spacing, v.strides))
+    return DeviceView(v.obj, tuple(shape), strides, v.dtype, ptr, v.readonly, v.device, lib=v.lib)
 
 
 def _scratch(x):
@@ -277,9 +322,13 @@ def slice1_call(c):
     return _shared.slice1_into(_self, c)
 
 
-def nonzero_call(c):
-    """nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target."""
-    return _shared.nonzero_call(_self, c)
+#: slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target.
+slice_grad_call = functools.partial(_shared.slice_grad_into, _self)
+
+
+#: nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target (the
+#: shared step itself, bound: no call of this module's on the way).
+nonzero_call = functools.partial(_shared.nonzero_call, _self)
 
 
 def argwhere_call(c):

@@ -1,0 +1,196 @@
+"""slice_grad against NumPy (zeros, then the window assigned): the reference page's
+example, random gradients, windows and outputs on every device, and its errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dmlnumba
+
+from devices import DEVICES, device_view, to_device, to_host
+from strategies import DML_DTYPES, LAYOUTS, bits, check_written, laid_out, odd_outs, values, windows
+
+pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
+
+
+def slice_grad_reference(g, input_shape, offsets, sizes, strides):
+    """SLICE_GRAD straight from the spec: zeros, then each gradient element at the
+    position SLICE1 reads it from (NumPy's fancy-index assignment)."""
+    out = np.zeros(input_shape, g.dtype)
+    idx = []
+    for o, s, t, m in zip(offsets, sizes, strides, g.shape):
+        start = o if t > 0 else o + s - 1
+        idx.append(start + t * np.arange(m))
+    out[np.ix_(*idx)] = g
+    return out
+
+
+def _gradient(data, shape, dtype, offsets, sizes, strides):
+    """A gradient of the window's output shape, of a drawn layout and values."""
+    m = tuple(1 + (s - 1) // abs(t) for s, t in zip(sizes, strides))
+    base = data.draw(values(dtype, int(np.prod(m))))
+    return data.draw(laid_out(base, m, data.draw(st.sampled_from(LAYOUTS))))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reference_page_example(device):
+    """DirectML's page: a 4x4 input, window (0, 0), (4, 4), (2, 2)."""
+    g = np.array([[1, 3], [9, 11]], np.float32)
+    out = dmlnumba.slice_grad(to_device(g, device), (4, 4), (0, 0), (4, 4), (2, 2), device=device)
+    np.testing.assert_array_equal(
+        to_host(out), [[1, 0, 3, 0], [0, 0, 0, 0], [9, 0, 11, 0], [0, 0, 0, 0]]
+    )
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_of_slice1(device):
+    """Each element of a slice1 output goes back to where slice1 read it: slice_grad of
+    slice1(x) equals x on the window and 0 elsewhere, a negative stride included."""
+    x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    w = ((0, 0, 0, 1), (1, 1, 4, 3), (1, 1, -2, 2))
+    y = dmlnumba.slice1(to_device(x, device), *w, device=device)
+    back = to_host(dmlnumba.slice_grad(y, x.shape, *w, device=device))
+    want = np.zeros_like(x)
+    want[0, 0, 1::2, 1::2] = x[0, 0, 1::2, 1::2]
+    np.testing.assert_array_equal(back, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_random_gradients_match_numpy(device, data):
+    """Every dtype, rank 1 to 8, signed strides (also beyond the window), any layout of
+    the gradient; the result bit for bit (NaN payloads, -0.0)."""
+    dtype = data.draw(st.sampled_from(DML_DTYPES))
+    shape = data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=8).map(tuple))
+    offsets, sizes, strides, _ = data.draw(windows(shape))
+    g = _gradient(data, shape, dtype, offsets, sizes, strides)
+    got = to_host(
+        dmlnumba.slice_grad(to_device(g, device), shape, offsets, sizes, strides, device=device)
+    )
+    want = slice_grad_reference(g, shape, offsets, sizes, strides)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_out_with_odd_strides_is_zeroed_and_written(device, data):
+    """A caller's ``out`` of any layout inside a poisoned buffer: every element of it
+    zeroed or written, nothing outside it touched."""
+    dtype = data.draw(st.sampled_from(["float32", "int8", "uint16", "float64"]))
+    shape = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4).map(tuple))
+    offsets, sizes, strides, _ = data.draw(windows(shape))
+    g = _gradient(data, shape, dtype, offsets, sizes, strides)
+    want = slice_grad_reference(g, shape, offsets, sizes, strides)
+    kind = data.draw(st.sampled_from(["C", "F", "strided", "permuted"]))
+    buf, view_of = data.draw(odd_outs(shape, dtype, kind))
+    before = buf.copy()
+    dbuf = to_device(buf, device)
+    out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
+    res = dmlnumba.slice_grad(
+        to_device(g, device), shape, offsets, sizes, strides, out=out, device=device
+    )
+    assert res is out
+    check_written(before, to_host(dbuf), view_of, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_out_overlapping_the_gradient_reads_it_first(device, data):
+    """An ``out`` that shares memory with the gradient: the gradient is read whole
+    before the output is zeroed (the result is NumPy's on a copy)."""
+    n = data.draw(st.integers(2, 40))
+    offset = data.draw(st.integers(0, n - 1))
+    size = data.draw(st.integers(1, n - offset))
+    step = data.draw(st.integers(1, size + 1)) * data.draw(st.sampled_from([1, -1]))
+    m = 1 + (size - 1) // abs(step)
+    buf = np.arange(1, 2 * n + 1, dtype=np.int32)
+    shift = data.draw(st.integers(0, n))
+    g_at = data.draw(st.integers(0, 2 * n - m))
+    want_buf = buf.copy()
+    want_buf[shift : shift + n] = slice_grad_reference(
+        buf[g_at : g_at + m].copy(), (n,), (offset,), (size,), (step,)
+    )
+    dbuf = to_device(buf, device)
+    if device == "cpu":
+        g, out = buf[g_at : g_at + m], buf[shift : shift + n]
+    else:
+        g = device_view(dbuf, lambda b: b[g_at : g_at + m], buf)
+        out = device_view(dbuf, lambda b: b[shift : shift + n], buf)
+    dmlnumba.slice_grad(g, (n,), (offset,), (size,), (step,), out=out, device=device)
+    np.testing.assert_array_equal(to_host(dbuf), want_buf)
+
+
+def test_errors_name_the_function_and_parameter():
+    g = np.ones((2, 2), np.float32)
+    cases = [
+        ((g, (4, 4), (0, 0), (4, 4), (2, 0)), ValueError, r"strides\[1\] is 0"),
+        ((g, (4, 3), (0, 0), (4, 4), (2, 2)), ValueError, r"> input_shape\[1\] = 3"),
+        ((g, (4, 4), (0, 0), (4, 4), (1, 2)), ValueError, r"input_gradient has shape \(2, 2\)"),
+        ((g, (4, 4, 1), (0, 0), (4, 4), (2, 2)), ValueError, r"offsets has 2 values but input_"),
+        ((g, (4, -4), (0, 0), (4, 4), (2, 2)), ValueError, r"input_shape\[1\] = -4 is negative"),
+        ((g, 4, (0,), (4,), (2,)), TypeError, r"input_shape must be a sequence"),
+        ((g, (4, 4.0), (0, 0), (4, 4), (2, 2)), TypeError, r"input_shape\[1\] must be an integ"),
+        ((g.astype(np.complex64), (4, 4), (0, 0), (4, 4), (2, 2)), TypeError, "input_gradient d"),
+        (([[1.0]], (1, 1), (0, 0), (1, 1), (1, 1)), TypeError, "input_gradient must be"),
+    ]
+    for args, exc, match in cases:
+        with pytest.raises(exc, match=r"^slice_grad\(\): .*" + match):
+            dmlnumba.slice_grad(*args)
+
+
+def test_out_is_checked_before_anything_is_written():
+    g = np.ones((2, 2), np.float32)
+    for out, exc, match in [
+        (np.full((4, 4), 7, np.float64), TypeError, "dtype"),
+        (np.full((4, 5), 7, np.float32), ValueError, "shape"),
+        (np.broadcast_to(np.float32(7), (4, 4)), ValueError, ""),
+    ]:
+        before = out.copy()
+        with pytest.raises(exc, match=r"^slice_grad\(\): out.*" + match):
+            dmlnumba.slice_grad(g, (4, 4), (0, 0), (4, 4), (2, 2), out=out)
+        np.testing.assert_array_equal(out, before)
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): stream= applies to CUDA"):
+        dmlnumba.slice_grad(g, (4, 4), (0, 0), (4, 4), (2, 2), stream=1)
+
+
+def test_libraries_give_their_own_arrays():
+    """PyTorch CPU tensors (bfloat16 too: the bits copied) and JAX arrays give arrays
+    of their library; lists are refused (a gradient is an array)."""
+    torch = pytest.importorskip("torch")
+    g = np.array([[1.5, -0.0], [np.nan, 4.0]], np.float32)
+    want = slice_grad_reference(g, (3, 5), (0, 1), (3, 4), (-2, 3))
+    t = dmlnumba.slice_grad(torch.from_numpy(g), (3, 5), (0, 1), (3, 4), (-2, 3))
+    assert isinstance(t, torch.Tensor)
+    np.testing.assert_array_equal(bits(t.numpy()), bits(want))
+    b = torch.from_numpy(g).to(torch.bfloat16)
+    tb = dmlnumba.slice_grad(b, (3, 5), (0, 1), (3, 4), (-2, 3))
+    assert tb.dtype == torch.bfloat16
+    wb = slice_grad_reference(b.view(torch.int16).numpy(), (3, 5), (0, 1), (3, 4), (-2, 3))
+    np.testing.assert_array_equal(tb.view(torch.int16).numpy(), wb)
+    out = torch.full((3, 5), 9.0, dtype=torch.bfloat16)
+    assert dmlnumba.slice_grad(b, (3, 5), (0, 1), (3, 4), (-2, 3), out=out) is out
+    np.testing.assert_array_equal(out.view(torch.int16).numpy(), wb)
+    jnp = pytest.importorskip("jax.numpy")
+    j = dmlnumba.slice_grad(jnp.asarray(g), (3, 5), (0, 1), (3, 4), (-2, 3))
+    assert type(j).__module__.startswith("jax")
+    np.testing.assert_array_equal(bits(np.asarray(j)), bits(want))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
+def test_every_width_into_new_and_strided_outputs(device, dtype):
+    """Each item width, into a new output (a memset on CUDA) and a strided one (zeroed
+    by a broadcast copy on CUDA); nothing outside the strided output is written."""
+    g = (np.arange(1, 3 * 4 * 5 + 1) % 120).astype(dtype).reshape(3, 4, 5)[:, ::-1]
+    shape, w = (7, 9, 11), ((1, 0, 1), (5, 7, 9), (-2, 2, 2))
+    want = slice_grad_reference(g, shape, *w)
+    buf = np.full((7, 9, 23), 5, dtype)
+    got = to_host(dmlnumba.slice_grad(to_device(g, device), shape, *w, device=device))
+    dbuf = to_device(buf, device)
+    view_of = lambda b: b[:, :, 1::2]  # noqa: E731
+    out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
+    dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    check_written(buf, to_host(dbuf), view_of, want)
