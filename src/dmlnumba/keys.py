@@ -319,9 +319,11 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     if id_key is not None and not all(p is None or type(p) is tuple for p in params):
         id_key = None
     value_key = None
-    ints = _int_params(*params)
-    layout = _layout_key(input, device, stream) if ints is not None else None
-    outs = out_layout(out) if layout is not None else None  # asked last, as nonzero's
+    # The input's layout first: an input that keeps no runner (a PyTorch CPU tensor)
+    # pays for no more; an output's layout last, as nonzero's.
+    layout = _layout_key(input, device, stream)
+    ints = _int_params(*params) if layout is not None else None
+    outs = out_layout(out) if ints is not None else None
     if outs is not None:
         value_key = ("slice1", layout, ints) + outs
         run = runners.get(value_key)
@@ -329,7 +331,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
             if id_key is not None:
                 runners.put(id_key, (run,) + params)
             return None, run
-    elif id_key is not None and ints is None:
+    elif id_key is not None and _int_params(*params) is None:
         id_key = None
     if id_key is None and value_key is None:
         return None, None
