@@ -230,16 +230,8 @@ def nonzero(
     where the full path must run (an output may overlap the input).
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
-    given = out_count is not None or out_coordinates is not None
-    if not given:
-        if traced(input):
-            return TRACED, None
-    else:
-        # A NumPy output is never traced (asked of the others only: a shorter loop).
-        oc = None if type(out_count) is _ndarray else out_count
-        ox = None if type(out_coordinates) is _ndarray else out_coordinates
-        if traced(input, oc, ox):
-            return TRACED, None
+    if traced(input):
+        return TRACED, None
     if not (
         (width is None or type(width) is int)
         and (max_count is None or type(max_count) is int)
@@ -263,7 +255,13 @@ def nonzero(
         if layout is None:
             return None, None
         key = (f, layout, width, dtype, type(dtype), max_count)
-    if given:  # asked last: a call whose input keeps no runner never asks
+    if out_count is not None or out_coordinates is not None:
+        # Asked last: a call whose input keeps no runner asks nothing of its outputs
+        # (the prepare step asks whether they are traced); a NumPy output is never.
+        oc = None if type(out_count) is _ndarray else out_count
+        ox = None if type(out_coordinates) is _ndarray else out_coordinates
+        if (oc is not None or ox is not None) and traced(input, oc, ox):
+            return TRACED, None
         outs = (out_layout(out_count), out_layout(out_coordinates))
         if outs[0] is None or outs[1] is None:
             return None, None
