@@ -12,6 +12,8 @@ from ..layout import c_strides, slice_geometry, uint_of_size
 from . import compiling, process, threads
 from .views import flat_view, reader
 
+_ndarray = np.ndarray
+
 
 def _copy(src, src_base, dst, dst_base, geom, size):
     """Run the slice kernel over ``size`` output elements: on numba's threads where
@@ -80,23 +82,23 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     copyto = np.copyto
 
     def run(x, out=None):
-        o = out
-        if o is not None and type(o) is not np.ndarray:
-            o = o.numpy()  # a PyTorch CPU tensor's memory (its key holds its rules)
-        if size <= config.CPU_SLICE_NUMPY_MAX:
-            # A small window: NumPy's strided view and copy (a byte copy, so bit-exact)
-            # costs less than a kernel call's fixed overhead (docs/PERFORMANCE.md).
-            if o is None:
+        small = size <= config.CPU_SLICE_NUMPY_MAX
+        if out is None:
+            if small:
+                # A small window: NumPy's strided view and copy (a byte copy, so
+                # bit-exact) costs less than a kernel call's fixed overhead
+                # (docs/PERFORMANCE.md).
                 return x[idx].copy()
-            # A window that may overlap ``out`` is copied first: NumPy's copyto does
-            # not buffer every overlap (a 1-d same-direction one of other strides is
-            # copied element by element).
-            w = x[idx]
-            copyto(o, w.copy() if may_share(w, o) else w)
-        elif o is None:
             o = np.empty(out_shape, dtype)
             _copy(read(x), base, o.ravel().view(u), 0, geom, size)
             return o
+        o = out if type(out) is _ndarray else out.numpy()  # a PyTorch CPU tensor's memory
+        if small:
+            # As for new outputs.  A window that may overlap ``out`` is copied first:
+            # NumPy's copyto does not buffer every overlap (a 1-d same-direction one of
+            # other strides is copied element by element).
+            w = x[idx]
+            copyto(o, w.copy() if may_share(w, o) else w)
         elif may_share(x, o):
             return None
         else:
