@@ -62,10 +62,10 @@ def _source(x, ptr_of, func):
     return _new_view(x.shape, x.dtype), read
 
 
-def _given(v, ptr_of):
-    """A given output's part of a runner: ``(layout, address of such an output,
-    (first, end) of its bytes from that address, PyTorch's)``; for no output (None),
-    the new array's layout is made by the caller."""
+def _given(v):
+    """A given output's part of a runner: ``(layout, the function giving such an
+    output's address, (first, end) of its bytes from that address, whether it is
+    PyTorch's: marked written)``, from the first call's checked output ``v``."""
     lib = v.lib
     if lib == "torch":
         get = _modules["torch"].Tensor.data_ptr
@@ -102,10 +102,10 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
     given = oc is not None or ox is not None
     cl, cget, cr, cmark = (_new_view((1,), dtype), ptr_of, None, False)
     if oc is not None:
-        cl, cget, cr, cmark = _given(oc, ptr_of)
+        cl, cget, cr, cmark = _given(oc)
     ol, oget, orr, omark = (_new_view((rows, width), dtype), ptr_of, None, False)
     if ox is not None:
-        ol, oget, orr, omark = _given(ox, ptr_of)
+        ol, oget, orr, omark = _given(ox)
     xr = None if x.host is not None else _bare(x).span()  # a staged input meets nothing
     x, read = _source(x, ptr_of, "nonzero_coordinates")
     go = nonzero_plan(_bare(x), width, cl, ol, rows).launch
@@ -161,7 +161,7 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
         new_out = alloc(tuple(out_shape), x.dtype) if out is None else None
     ol, oget, orr, mark = (_new_view(tuple(out_shape), x.dtype), ptr_of, None, False)
     if out is not None:
-        ol, oget, orr, mark = _given(out, ptr_of)
+        ol, oget, orr, mark = _given(out)
     xr = None if x.host is not None or out is None else _bare(x).span()
     x, read = _source(x, ptr_of, "slice1")
     go = slice_plan(_bare(x), starts, steps, ol).launch
