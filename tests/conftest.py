@@ -5,6 +5,10 @@ from pathlib import Path
 # JAX takes 75% of a GPU's memory at its first use unless told not to; the other
 # libraries' tests (2**31-element inputs among them) need it.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# Kernels on numba's threads whenever a call is large enough, however busy the machine
+# (pytest-xdist keeps its cores busy): tests that name the kernel a call runs get it.
+# The load check (on by default) has tests of its own, which set it.
+os.environ.setdefault("DMLNUMBA_CPU_LOAD_CHECK", "0")
 
 import pytest
 from hypothesis import HealthCheck, settings

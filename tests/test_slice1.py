@@ -433,6 +433,20 @@ def test_busy_machine_runs_large_calls_on_the_free_cores(free, monkeypatch):
     assert numba.get_num_threads() == before
 
 
+def test_the_load_check_is_on_by_default():
+    from interpreter import run_python
+
+    r = run_python(
+        """
+        import os
+        os.environ.pop("DMLNUMBA_CPU_LOAD_CHECK", None)  # (the test session sets it)
+        from dmlnumba import config
+        print(config.CPU_LOAD_CHECK)
+        """
+    )
+    assert r.stdout.split() == ["1"], r.stderr
+
+
 def test_threads_free_counts_the_other_runnable_threads(monkeypatch, tmp_path):
     """Linux's runnable threads (the fourth field of /proc/loadavg, which counts the
     caller) leave the rest of the cores; the fewest seen are kept for BUSY_HOLD_S."""
