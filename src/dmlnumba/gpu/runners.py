@@ -119,19 +119,22 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
             with on(dev):
                 return run(obj, out_count, out_coordinates, True)
         h = handle()
+        # The input first: a NumPy input's upload is refused inside a capture before
+        # anything is allocated (an allocation there would end the capture).
+        xp, buf = read(obj, h)
         c = new_count() if new_count is not None else out_count
         xs = new_coords() if new_coords is not None else out_coordinates
         cp, op = cget(c), oget(xs)
-        if given:
+        if given:  # (an input whose bytes a given output may meet is never a staged one)
             if cr is not None and orr is not None and not _apart(cp, cr, op, orr):
+                if buf is not None:
+                    _release(buf, h)
                 return None
             if xr is not None:
-                xp = ptr_of(obj)
                 if cr is not None and not _apart(xp, xr, cp, cr):
                     return None
                 if orr is not None and not _apart(xp, xr, op, orr):
                     return None
-        xp, buf = read(obj, h)
         go(h, xp, op, cp, scr, ctx)
         if buf is not None:
             _release(buf, h)
@@ -173,11 +176,11 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
             with on(dev):
                 return run(obj, out, True)
         h = handle()
+        xp, buf = read(obj, h)  # first: a NumPy input's upload is refused inside a capture
         o = new_out() if new_out is not None else out
         op = oget(o)
-        if xr is not None and not _apart(ptr_of(obj), xr, op, orr):
+        if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
             return None
-        xp, buf = read(obj, h)
         go(h, xp, op, ctx)
         if buf is not None:
             _release(buf, h)
