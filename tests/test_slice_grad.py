@@ -1,6 +1,8 @@
 """slice_grad against NumPy (zeros, then the window assigned): the reference page's
 example, random gradients, windows and outputs on every device, and its errors."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -31,6 +33,43 @@ def _gradient(data, shape, dtype, offsets, sizes, strides):
     m = tuple(1 + (s - 1) // abs(t) for s, t in zip(sizes, strides))
     base = data.draw(values(dtype, int(np.prod(m))))
     return data.draw(laid_out(base, m, data.draw(st.sampled_from(LAYOUTS))))
+
+
+@contextlib.contextmanager
+def _zeros_by_box(boxes):
+    """Every target zeroes the window's complement box by box (``boxes``), or the whole
+    output first."""
+    from dmlnumba.cpu import target as cpu
+
+    targets = [cpu]
+    if "cuda" in DEVICES:
+        from dmlnumba.gpu import target as gpu
+
+        targets.append(gpu)
+    saved = [t.ZERO_BOX_BYTES for t in targets]
+    for t in targets:
+        t.ZERO_BOX_BYTES = 0 if boxes else 1 << 62
+    try:
+        yield
+    finally:
+        for t, v in zip(targets, saved):
+            t.ZERO_BOX_BYTES = v
+
+
+@given(data=st.data())
+def test_complement_boxes_cover_the_rest_once(data):
+    """The boxes and the window cover every element exactly once."""
+    from dmlnumba.layout import complement_boxes, scatter_window
+
+    shape = data.draw(st.lists(st.integers(1, 7), min_size=1, max_size=4).map(tuple))
+    offsets, sizes, strides, _ = data.draw(windows(shape))
+    m = tuple(1 + (s - 1) // abs(t) for s, t in zip(sizes, strides))
+    starts = tuple(o if t > 0 else o + s - 1 for o, s, t in zip(offsets, sizes, strides))
+    lows, spacing, _, _ = scatter_window(starts, strides, m)
+    seen = np.zeros(shape, np.int32)
+    for lo, k, n in complement_boxes(shape, lows, spacing, m) + [(lows, spacing, m)]:
+        seen[tuple(slice(a, a + (b - 1) * c + 1, c) for a, c, b in zip(lo, k, n))] += 1
+    assert (seen == 1).all()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -88,9 +127,10 @@ def test_out_with_odd_strides_is_zeroed_and_written(device, data):
     before = buf.copy()
     dbuf = to_device(buf, device)
     out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
-    res = dmlnumba.slice_grad(
-        to_device(g, device), shape, offsets, sizes, strides, out=out, device=device
-    )
+    with _zeros_by_box(data.draw(st.booleans())):  # the complement's boxes, or all first
+        res = dmlnumba.slice_grad(
+            to_device(g, device), shape, offsets, sizes, strides, out=out, device=device
+        )
     assert res is out
     check_written(before, to_host(dbuf), view_of, want)
 

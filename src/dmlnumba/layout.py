@@ -184,3 +184,28 @@ def scatter_window(starts, steps, shape):
     read_starts = tuple(n - 1 if t < 0 else 0 for t, n in zip(steps, shape))
     read_steps = tuple(-1 if t < 0 else 1 for t in steps)
     return lows, spacing, read_starts, read_steps
+
+
+def complement_boxes(shape, lows, spacing, counts):
+    """The elements of an array of ``shape`` outside a window (per dimension ``counts``
+    indices from ``lows``, ``spacing`` apart) as disjoint boxes ``(lows, spacing,
+    sizes)``: for each dimension ``d``, the elements inside the window in the
+    dimensions before ``d`` and outside it in ``d`` (before the window, after it, and
+    each residue between its indices), any index in the dimensions after ``d``."""
+    boxes = []
+    ndim = len(shape)
+    for d in range(ndim):
+        low, k, n, size = lows[d], spacing[d], counts[d], shape[d]
+        high = low + (n - 1) * k
+        parts = [(0, 1, low), (high + 1, 1, size - high - 1)]
+        parts += [(low + r, k, n - 1) for r in range(1, k)]
+        for lo, step, m in parts:
+            if m > 0:
+                boxes.append(
+                    (
+                        tuple(lows[:d]) + (lo,) + (0,) * (ndim - d - 1),
+                        tuple(spacing[:d]) + (step,) + (1,) * (ndim - d - 1),
+                        tuple(counts[:d]) + (m,) + tuple(shape[d + 1 :]),
+                    )
+                )
+    return boxes

@@ -18,12 +18,10 @@ The shared steps below (:func:`slice1_into`, :func:`nonzero_into`,
 only its interface, so that each target runs them as its own.
 """
 
-import math
 from typing import Any, Protocol
 
 from . import validation as v
 from .interop import torch_out, torch_written
-from .layout import scatter_window
 
 
 class Call:
@@ -131,6 +129,8 @@ class Target(Runs, Protocol):
     MAX_ELEMENTS: int | None
     #: Whether a new zero-filled array costs no more than an empty one.
     ZEROS_FREE: bool
+    #: The window bytes a box of its complement must save to be zeroed on its own.
+    ZERO_BOX_BYTES: int
 
     def empty_result(self, c: Call, shape: Any, dtype: Any) -> Any:
         """A new empty result of ``shape`` and ``dtype`` of the array type the call's
@@ -176,8 +176,8 @@ class Target(Runs, Protocol):
         """Write every element of ``out``: the gradient at the window's elements, zero
         elsewhere (``zeroed``: ``out`` holds zeros already)."""
 
-    def zero(self, a: Any, stream: Any) -> None:
-        """Set every element of the array ``a`` to zero bits, on ``stream``."""
+    def zero_views(self, views: Any, stream: Any) -> None:
+        """Set every element of each array of ``views`` to zero bits, on ``stream``."""
 
     def strided_view(self, a: Any, lows: Any, spacing: Any, shape: Any) -> Any:
         """The view of ``a`` of ``shape`` from index ``lows``, ``spacing`` elements
@@ -293,41 +293,6 @@ def slice1_into(t: Any, c: Call) -> Any:
     ks = t.call_stream(c.lib, c.stream, x)
     t.slice1(x, c.starts, c.steps, o, ks)
     return c.given_out
-
-
-def slice_grad_into(t: Any, c: Call) -> Any:
-    """slice_grad on the target ``t``: the output (new, or the caller's ``out``
-    checked) written whole by the target's :meth:`Target.slice_grad`.  A gradient that
-    may share memory with ``out`` is copied first, so that it is read whole before
-    the output is written.  A new output comes zeroed where the target's zeros cost
-    nothing more (``ZEROS_FREE``: the CPU's, whose pages the system zeroes)."""
-    g, f = c.x, c.f
-    ks = t.call_stream(c.lib, c.stream, g)
-    new = None
-    if c.out is None:
-        zeroed = t.ZEROS_FREE and g.size != math.prod(c.shape)
-        new = (t.zeros if zeroed else t.empty)(c.shape, g.dtype, ks, g, c.lib, f)
-        o = t.describe(new, "out", f)
-    else:
-        zeroed = False
-        o = t.check_out(c.out, g.dtype, c.shape, "out", f, g)
-        if t.overlaps(g, o):
-            tmp = t.describe(t.empty(g.shape, g.dtype, ks, g, None, f), "input_gradient", f)
-            t.slice1(g, (0,) * g.ndim, (1,) * g.ndim, tmp, ks, fresh=True)
-            g = tmp
-    t.slice_grad(g, c.starts, c.steps, o, ks, zeroed)
-    return c.given_out if new is None else t.as_library(c.lib, new, c.bf16)
-
-
-def scatter(t: Any, g: Any, starts: Any, steps: Any, out: Any, stream: Any, zeroed: bool) -> None:
-    """SLICE_GRAD as two steps on the target ``t``: ``out`` zeroed (unless ``zeroed``
-    says it is, or the window covers it), then the gradient copied into the window's
-    elements of it by one SLICE1 copy (:func:`~dmlnumba.layout.scatter_window`)."""
-    if not zeroed and g.size != out.size:  # (a window as large as the output covers it)
-        t.zero(out, stream)
-    lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
-    view = t.strided_view(out, lows, spacing, g.shape)
-    t.slice1(g, read_starts, read_steps, view, stream, fresh=True)
 
 
 def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 
+from .. import grad as _grad
 from .. import target as _shared
 from ..array_checks import host_array
 from ..arrays import library
@@ -48,8 +49,9 @@ __all__ = [
     "slice_grad",
     "slice_grad_call",
     "ZEROS_FREE",
+    "ZERO_BOX_BYTES",
     "strided_view",
-    "zero",
+    "zero_views",
     "zeros",
 ]
 
@@ -59,6 +61,9 @@ MAX_ELEMENTS: int | None = None
 #: New zero-filled arrays are NumPy's, whose pages the system zeroes as they are
 #: first written: no pass of their own.
 ZEROS_FREE = True
+#: slice_grad zeroes the window's complement box by box (:func:`dmlnumba.grad.scatter`)
+#: where the window holds this many bytes a box, the whole output otherwise.
+ZERO_BOX_BYTES = 1 << 16
 
 
 def describe(a, name, func):
@@ -98,7 +103,7 @@ def empty(shape, dtype, stream=None, like=None, lib=None, func=None):
 def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
     """slice_grad's writes: :func:`dmlnumba.target.scatter` (zeros, then one SLICE1
     copy into the window's view)."""
-    _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
+    _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
 def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
@@ -106,9 +111,10 @@ def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
     return np.zeros(shape, dtype)
 
 
-def zero(a, stream=None):
-    """Every element of ``a`` set to zero bits (+0.0 for floats)."""
-    a[...] = 0
+def zero_views(views, stream=None):
+    """Every element of each array set to zero bits (+0.0 for floats)."""
+    for a in views:
+        a[...] = 0
 
 
 def strided_view(a, lows, spacing, shape):
@@ -168,7 +174,7 @@ def slice1_call(c):
 
 
 #: slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target.
-slice_grad_call = functools.partial(_shared.slice_grad_into, _self)
+slice_grad_call = functools.partial(_grad.slice_grad_into, _self)
 
 
 #: nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target (the

@@ -22,6 +22,7 @@ import sys
 import numpy as np
 from numba import cuda
 
+from .. import grad as _grad
 from .. import target as _shared
 from ..arrays import library
 from ..layout import c_strides
@@ -68,6 +69,10 @@ MAX_ELEMENTS: int | None = (1 << ts.VALUE_BITS) - 1
 #: A new zero-filled output costs a memset, which slice_grad makes only where the
 #: window leaves elements out.
 ZEROS_FREE = False
+#: slice_grad zeroes the window's complement box by box (:func:`dmlnumba.grad.scatter`)
+#: where the window holds this many bytes a box (a box costs a launch), the whole
+#: output otherwise.
+ZERO_BOX_BYTES = 1 << 26
 #: The status argument of a launch of one tile (which never reads it).
 
 
@@ -177,34 +182,49 @@ def slice_grad(g, starts, steps, out, stream, zeroed=False):
     """slice_grad's writes: :func:`dmlnumba.target.scatter` (a memset, then one SLICE1
     copy into the window's view).  A one-pass kernel (each output element written
     once, the gather kernel's shape) took 1.5-2.2x the time (docs/PERFORMANCE.md)."""
-    _shared.scatter(_self, g, starts, steps, out, stream, zeroed)
+    _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
 def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
     """A new output (see :func:`empty`) zeroed by a memset on the stream."""
     a = empty(shape, dtype, stream, like, lib, func)
-    zero(describe(a, "out", func), stream)
+    zero_views([describe(a, "out", func)], stream)
     return a
 
 
-def zero(v, stream):
-    """Every element of the view ``v`` set to zero bits on the stream: a memset of its
-    span where its elements fill it (new outputs), else a SLICE1 copy of one zero
-    element broadcast over it."""
-    p, span, base, es = flat(v)
-    with _context(v):
-        if SIM:
-            h = host_view(Flat(None, p, span, uint_of_size(v.itemsize)))
-            np.lib.stride_tricks.as_strided(h[base:], v.shape, v.strides)[...] = 0
-        elif span == v.size:
-            zero_bytes(p, span * v.itemsize, stream)
-        else:
-            buf = pool_buffer(v.itemsize, stream, v.device)
-            q = int(buf.handle)
-            zero_bytes(q, v.itemsize, stream)
-            z = DeviceView(buf, v.shape, (0,) * v.ndim, v.dtype, q, True, v.device)
-            slice1(z, (0,) * v.ndim, (1,) * v.ndim, v, stream, fresh=True)
+def zero_views(views, stream):
+    """Every element of each view set to zero bits on the stream: a memset of its span
+    where its elements fill it (new outputs), else a SLICE1 copy from a zeroed buffer
+    broadcast over it: a whole row of zeros where its rows are contiguous (copied as
+    the tiles' 8-byte words, at about a memset's speed), else one zero element."""
+    width = max((_zero_row(v) for v in views if flat(v)[1] != v.size), default=0)
+    width = -(-width // 8) * 8
+    buf = None
+    with _context(views[0]):
+        if width and not SIM:
+            buf = pool_buffer(width, stream, views[0].device)
+            zero_bytes(int(buf.handle), width, stream)
+        for v in views:
+            p, span, base, es = flat(v)
+            if SIM:
+                h = host_view(Flat(None, p, span, uint_of_size(v.itemsize)))
+                np.lib.stride_tricks.as_strided(h[base:], v.shape, v.strides)[...] = 0
+            elif span == v.size:
+                zero_bytes(p, span * v.itemsize, stream)
+            else:
+                assert buf is not None  # (a view whose elements leave gaps sized it)
+                inner = v.itemsize if v.strides[-1] == v.itemsize else 0
+                strides = (0,) * (v.ndim - 1) + (inner,)
+                z = DeviceView(buf, v.shape, strides, v.dtype, int(buf.handle), True, v.device)
+                slice1(z, (0,) * v.ndim, (1,) * v.ndim, v, stream, fresh=True)
+        if buf is not None:
             _release(buf, stream)
+
+
+def _zero_row(v):
+    """The bytes of zeros a broadcast copy over ``v`` reads (see :func:`zero_views`): its
+    innermost row's where that is contiguous, else one element's."""
+    return v.shape[-1] * v.itemsize if v.strides[-1] == v.itemsize else v.itemsize
 
 
 def strided_view(v, lows, spacing, shape):
@@ -323,7 +343,7 @@ def slice1_call(c):
 
 
 #: slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target.
-slice_grad_call = functools.partial(_shared.slice_grad_into, _self)
+slice_grad_call = functools.partial(_grad.slice_grad_into, _self)
 
 
 #: nonzero_coordinates: :func:`dmlnumba.target.nonzero_call` on this target (the
