@@ -61,9 +61,10 @@ MAX_ELEMENTS: int | None = None
 #: New zero-filled arrays are NumPy's, whose pages the system zeroes as they are
 #: first written: no pass of their own.
 ZEROS_FREE = True
-#: slice_grad zeroes the window's complement box by box (:func:`dmlnumba.grad.scatter`)
-#: where the window holds this many bytes a box, the whole output otherwise.
-ZERO_BOX_BYTES = 1 << 16
+#: slice_grad zeroes the whole output first, never the window's complement box by box
+#: (:func:`dmlnumba.grad.scatter`): NumPy's fills of strided boxes cost more than a
+#: contiguous fill of the whole (docs/PERFORMANCE.md, "Specialised paths").
+ZERO_BOX_BYTES = 1 << 62
 
 
 def describe(a, name, func):
