@@ -234,3 +234,26 @@ def test_every_width_into_new_and_strided_outputs(device, dtype):
     dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
     np.testing.assert_array_equal(bits(got), bits(want))
     check_written(buf, to_host(dbuf), view_of, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("window", [((1, 0), (5, 9), (-2, 3)), ((0, 0), (7, 9), (1, 1))])
+def test_repeats_take_the_kept_runner(device, window):
+    """A repeat (same gradient layout, shape and window) takes the runner the first
+    call kept, and each call writes its own gradient: a fresh output every time, zeros
+    outside the window (a window that covers the output: none to write)."""
+    from dmlnumba import keys
+
+    shape = (7, 9)
+    m = tuple(1 + (s - 1) // abs(t) for s, t in zip(window[1], window[2]))
+    rng = np.random.default_rng(3)
+    results = []
+    for k in range(3):
+        g = rng.standard_normal(m).astype(np.float32) + k
+        got = dmlnumba.slice_grad(to_device(g, device), shape, *window, device=device)
+        results.append(to_host(got))
+        np.testing.assert_array_equal(results[-1], slice_grad_reference(g, shape, *window))
+    assert not np.shares_memory(results[0], results[1])
+    if device == "cpu":
+        key = keys.slice_grad(g, shape, *window, None, device, None)
+        assert key[1] is not None  # kept by the first call, found by the repeats

@@ -198,17 +198,20 @@ def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, strea
     )
 
 
-def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib):
+def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib, key=None):
     """The :class:`~dmlnumba.target.Call` of an array's slice_grad, checked
-    (``shape``: the output's, ``input_shape``)."""
+    (``shape``: the output's, ``input_shape``; ``key``: where a runner it makes is
+    kept, dropped for bfloat16 gradients, read as float16)."""
     f = "slice_grad"
     # Read once, before the gradient's layout: a parameter's __index__ may change it.
     offsets, sizes, strides, _ = v.slice1_args(offsets, sizes, strides, None, f)
     input_shape = v.shape_arg(input_shape, "input_shape", f)
     given_out = out
     grad, bf16 = _readable(grad, lib, f)
-    if bf16 and out is not None:  # written as float16 (the same two bytes)
-        out = bfloat16_out(out, f)
+    if bf16:  # written as float16 (the same two bytes)
+        key = None
+        if out is not None:
+            out = bfloat16_out(out, f)
     target, x = resolve(grad, device, f, "input_gradient", lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f, "input_gradient")
@@ -221,6 +224,7 @@ def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, str
         target,
         x=x,
         stream=stream,
+        key=key,
         bf16=bf16,
         starts=starts,
         steps=steps,

@@ -10,12 +10,18 @@ from .target import Call
 
 
 def slice_grad_into(t: Any, c: Call) -> Any:
-    """slice_grad on the target ``t``: the output (new, or the caller's ``out``
+    """slice_grad on the target ``t``: the runner the call keeps (``c.key``, new outputs
+    only), where ``t`` makes one; else the output (new, or the caller's ``out``
     checked) written whole by the target's ``slice_grad``.  A gradient that may
     share memory with ``out`` is copied first, so that it is read whole before the
     output is written.  A new output comes zeroed where the target's zeros cost
     nothing more (``ZEROS_FREE``: the CPU's, whose pages the system zeroes)."""
     g, f = c.x, c.f
+    if c.key is not None and c.out is None:  # a repeat takes the runner kept here
+        run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
     ks = t.call_stream(c.lib, c.stream, g)
     new = None
     if c.out is None:
@@ -43,10 +49,19 @@ def scatter(t: Any, g: Any, starts: Any, steps: Any, out: Any, stream: Any, zero
     (``t.ZERO_BOX_BYTES`` a box); else to the whole output first."""
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
     if not zeroed and g.size != out.size:  # (a window as large as the output covers it)
-        boxes = complement_boxes(out.shape, lows, spacing, g.shape)
-        if g.size * g.itemsize >= len(boxes) * t.ZERO_BOX_BYTES:
+        boxes = zero_boxes(t, g, lows, spacing, out.shape)
+        if boxes:
             t.zero_views([t.strided_view(out, *box) for box in boxes], stream)
         else:
             t.zero_views([out], stream)
     view = t.strided_view(out, lows, spacing, g.shape)
     t.slice1(g, read_starts, read_steps, view, stream, fresh=True)
+
+
+def zero_boxes(t: Any, g: Any, lows: Any, spacing: Any, shape: Any) -> list:
+    """The boxes of the window's complement (:func:`~dmlnumba.layout.complement_boxes`)
+    that the target ``t`` zeroes one by one, where the window's bytes written once
+    less outweigh their launches (``t.ZERO_BOX_BYTES`` a box); else none (the whole
+    output is zeroed first)."""
+    boxes = complement_boxes(shape, lows, spacing, g.shape)
+    return boxes if g.size * g.itemsize >= len(boxes) * t.ZERO_BOX_BYTES else []

@@ -336,6 +336,23 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     return (id_key, value_key, params), None
 
 
+def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream):
+    """``(key, runner)`` of a slice_grad call (see :func:`slice1`): calls into new
+    outputs whose gradient keeps a runner (its layout, :func:`_layout_key`) and whose
+    shape and window are tuples or lists of Python ints; :data:`TRACED` for a traced
+    call (or one autograd records)."""
+    if traced(grad, None if type(out) is _ndarray else out, grad=True):
+        return TRACED, None
+    if out is not None:
+        return None, None
+    layout = _layout_key(grad, device, stream)
+    ints = _int_params(input_shape, offsets, sizes, strides) if layout is not None else None
+    if ints is None:
+        return None, None
+    key = ("slice_grad", layout, ints)
+    return key, runners.get(key)
+
+
 def keeper(key):
     """The function that keeps a new nonzero or argwhere runner under ``key`` (their
     key function's), or None where the call keeps none."""

@@ -114,10 +114,14 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, ke
     return c
 
 
-def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream) -> Call:
+def slice_grad(
+    grad, input_shape, offsets, sizes, strides, out, device, stream, key=UNASKED
+) -> Call:
     """slice_grad's :class:`~dmlnumba.target.Call`."""
     f = "slice_grad"
-    if keys.traced(grad, out, grad=True):
+    if key is UNASKED:
+        key = keys.slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream)[0]
+    if key is TRACED:
         args = (input_shape, offsets, sizes, strides, out, device, stream)
         return Call(f, grad, "torch", adapter("torch"), args=args)
     lib = _lib(grad)
@@ -133,9 +137,11 @@ def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream) 
             device=device,
             args=(input_shape, offsets, sizes, strides),
         )
-    return dispatch.slice_grad_call(
-        grad, input_shape, offsets, sizes, strides, out, device, stream, lib
+    c = dispatch.slice_grad_call(
+        grad, input_shape, offsets, sizes, strides, out, device, stream, lib, key
     )
+    c.keep = keys.keeper(c.key)
+    return c
 
 
 def _as_array(input, f):

@@ -7,6 +7,7 @@ they import numba's CPU kernels on first use, so ``import dmlnumba`` stays light
 """
 
 import functools
+import math
 import sys
 
 import numpy as np
@@ -15,6 +16,7 @@ from .. import grad as _grad
 from .. import target as _shared
 from ..array_checks import host_array
 from ..arrays import library
+from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, slice1, slice1_runner
 from .threads import one_thread
@@ -48,6 +50,7 @@ __all__ = [
     "slice1_runner",
     "slice_grad",
     "slice_grad_call",
+    "slice_grad_runner",
     "ZEROS_FREE",
     "ZERO_BOX_BYTES",
     "strided_view",
@@ -105,6 +108,27 @@ def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
     """slice_grad's writes: :func:`dmlnumba.target.scatter` (zeros, then one SLICE1
     copy into the window's view)."""
     _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
+
+
+def slice_grad_runner(g, starts, steps, shape, lib=None):
+    """A repeated slice_grad of NumPy gradients laid out like ``g``, into new outputs:
+    zeros (pages the system zeroes as they are first written; none where the window
+    covers the output), then slice1's runner into the window's view; None for other
+    libraries' gradients (their repeats take the full path)."""
+    if lib is not None:
+        return None
+    lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
+    idx = tuple(slice(lo, lo + (n - 1) * k + 1, k) for lo, k, n in zip(lows, spacing, g.shape))
+    make = np.empty if g.size == math.prod(shape) else np.zeros
+    dtype = g.dtype
+    copy = slice1_runner(g, read_starts, read_steps, g.shape, None, make(shape, dtype)[idx])
+
+    def run(x):
+        o = make(shape, dtype)
+        copy(x, o[idx])  # (a new output: never shares the gradient's memory)
+        return o
+
+    return run
 
 
 def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):

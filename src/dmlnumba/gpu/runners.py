@@ -10,9 +10,9 @@ import sys
 import numpy as np
 
 from ..interop import torch_written
-from ..layout import c_strides
+from ..layout import c_strides, scatter_window
 from .devices import context_handle, on
-from .memory import current_context, upload
+from .memory import current_context, upload, zero_bytes
 from .plans import nonzero_plan, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture
@@ -187,5 +187,45 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
         if mark:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
         return o
+
+    return run
+
+
+def slice_grad_runner(x, starts, steps, shape, lib):
+    """A repeated slice_grad into new outputs (see :func:`slice1_runner`): the output
+    from the library's allocator, a memset of it (none where the window covers it),
+    then one SLICE1 launch into the window's elements; None where calls like this
+    one take no runner."""
+    if not _fast_ok(x, lib):
+        return None
+    dev = x.device
+    with on(dev):
+        ptr_of, handle, alloc, _ = library_io(lib, x)
+        new_out = alloc(tuple(shape), x.dtype)
+    lows, spacing, read_starts, read_steps = scatter_window(starts, steps, x.shape)
+    o = _new_view(tuple(shape), x.dtype)
+    off = sum(lo * s for lo, s in zip(lows, o.strides))  # the window's first element
+    strides = tuple(k * s for k, s in zip(spacing, o.strides))
+    window = DeviceView(None, tuple(x.shape), strides, x.dtype, 0, False)
+    nbytes = o.size * x.itemsize if o.size != x.size else 0
+    x, read = _source(x, ptr_of, "slice_grad")
+    go = slice_plan(_bare(x), read_starts, read_steps, window).launch
+    want = context_handle(dev)
+
+    def run(obj, entered=False):
+        ctx = current_context()
+        if ctx != want and not entered:
+            with on(dev):
+                return run(obj, True)
+        h = handle()
+        xp, buf = read(obj, h)  # first: a NumPy input's upload is refused inside a capture
+        out = new_out()
+        op = ptr_of(out)
+        if nbytes:
+            zero_bytes(op, nbytes, h)
+        go(h, xp, op + off, ctx)
+        if buf is not None:
+            _release(buf, h)
+        return out
 
     return run

@@ -25,7 +25,7 @@ from numba import cuda
 from .. import grad as _grad
 from .. import target as _shared
 from ..arrays import library
-from ..layout import c_strides
+from ..layout import c_strides, scatter_window
 from ..validation import shares_memory as shares_memory_exact
 from ..validation import uint_of_size
 from . import tile_status as ts
@@ -39,6 +39,7 @@ from .memory import (  # noqa: F401  (the target's interface)
 )
 from .plans import _arg, nonzero_plan, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
+from .runners import slice_grad_runner as grad_runner
 from .sim import SIM
 from .streams import (  # noqa: F401  (the target's interface)
     call_stream,
@@ -183,6 +184,16 @@ def slice_grad(g, starts, steps, out, stream, zeroed=False):
     copy into the window's view).  A one-pass kernel (each output element written
     once, the gather kernel's shape) took 1.5-2.2x the time (docs/PERFORMANCE.md)."""
     _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
+
+
+def slice_grad_runner(g, starts, steps, shape, lib):
+    """A repeated slice_grad into new outputs (:func:`~dmlnumba.gpu.runners.slice_grad_runner`),
+    or None where the call zeroes the window's complement box by box (windows of
+    tens of MiB, whose host time is small beside the copy's)."""
+    lows, spacing, _, _ = scatter_window(starts, steps, g.shape)
+    if _grad.zero_boxes(_self, g, lows, spacing, shape):
+        return None
+    return grad_runner(g, starts, steps, shape, lib)
 
 
 def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
