@@ -257,3 +257,42 @@ def test_repeats_take_the_kept_runner(device, window):
     if device == "cpu":
         key = keys.slice_grad(g, shape, *window, None, device, None)
         assert key[1] is not None  # kept by the first call, found by the repeats
+
+
+@pytest.mark.parametrize("kind", ["numpy", "foreign", "cupy", "torch"])
+def test_repeats_into_given_outputs(kind):
+    """Repeats into outputs of one layout: apart from the gradient (the runner the
+    first call kept, where the target keeps one: CuPy and PyTorch on CUDA), then
+    overlapping it (the full path, which reads the gradient whole first), then apart
+    again; every result NumPy's."""
+    if kind != "numpy" and "cuda" not in DEVICES:
+        pytest.skip("needs CUDA")
+    n, w = 40, ((3,), (30,), (-3,))
+    m = 10
+    buf = np.arange(1, 201, dtype=np.float32)
+    if kind == "numpy":
+        dbuf, host = buf, lambda: buf
+    elif kind == "foreign":
+        dbuf = to_device(buf, "cuda")
+        host = lambda: to_host(dbuf)  # noqa: E731
+    elif kind == "cupy":
+        cp = pytest.importorskip("cupy")
+        dbuf = cp.asarray(buf)
+        host = lambda: cp.asnumpy(dbuf)  # noqa: E731
+    else:
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA PyTorch")
+        dbuf = torch.from_numpy(buf).cuda()
+        host = lambda: dbuf.cpu().numpy()  # noqa: E731
+    want = buf.copy()
+    for g_at, o_at in [(0, 100), (150, 50), (120, 60), (10, 140), (60, 55), (0, 100)]:
+        g_host = want[g_at : g_at + m].copy()
+        want[o_at : o_at + n] = slice_grad_reference(g_host, (n,), *w)
+        if kind == "foreign":
+            g = device_view(dbuf, lambda x, a=g_at: x[a : a + m], buf)
+            out = device_view(dbuf, lambda x, a=o_at: x[a : a + n], buf)
+        else:
+            g, out = dbuf[g_at : g_at + m], dbuf[o_at : o_at + n]
+        assert dmlnumba.slice_grad(g, (n,), *w, out=out) is out
+        np.testing.assert_array_equal(host(), want)

@@ -79,7 +79,10 @@ def slice_grad(
     args = (input_gradient, input_shape, offsets, sizes, strides, out, device, stream)
     key, run = keys.slice_grad(*args)
     if run is not None:
-        return run(input_gradient)
+        if out is None:
+            return run(input_gradient)
+        if run(input_gradient, out) is not None:  # None where out may meet the gradient
+            return out
     call = prepare.slice_grad(*args, key)
     return call.target.slice_grad_call(call)
 

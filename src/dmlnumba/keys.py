@@ -337,19 +337,20 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
 
 
 def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream):
-    """``(key, runner)`` of a slice_grad call (see :func:`slice1`): calls into new
-    outputs whose gradient keeps a runner (its layout, :func:`_layout_key`) and whose
-    shape and window are tuples or lists of Python ints; :data:`TRACED` for a traced
-    call (or one autograd records)."""
+    """``(key, runner)`` of a slice_grad call (see :func:`slice1`): calls whose
+    gradient keeps a runner (its layout, :func:`_layout_key`), whose shape and window
+    are tuples or lists of Python ints, with the layout of ``out`` where one is given
+    (:func:`out_layout`; its runner then a function of ``(gradient, out)``, None where
+    the full path must run); :data:`TRACED` for a traced call (or one autograd
+    records)."""
     if traced(grad, None if type(out) is _ndarray else out, grad=True):
         return TRACED, None
-    if out is not None:
-        return None, None
     layout = _layout_key(grad, device, stream)
     ints = _int_params(input_shape, offsets, sizes, strides) if layout is not None else None
-    if ints is None:
+    outs = out_layout(out) if ints is not None else None
+    if outs is None:
         return None, None
-    key = ("slice_grad", layout, ints)
+    key = ("slice_grad", layout, ints) + outs
     return key, runners.get(key)
 
 

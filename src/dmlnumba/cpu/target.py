@@ -110,12 +110,12 @@ def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
     _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
-def slice_grad_runner(g, starts, steps, shape, lib=None):
+def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
     """A repeated slice_grad of NumPy gradients laid out like ``g``, into new outputs:
     zeros (pages the system zeroes as they are first written; none where the window
     covers the output), then slice1's runner into the window's view; None for other
-    libraries' gradients (their repeats take the full path)."""
-    if lib is not None:
+    libraries' gradients and for given outputs (their repeats take the full path)."""
+    if lib is not None or out is not None:
         return None
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
     idx = tuple(slice(lo, lo + (n - 1) * k + 1, k) for lo, k, n in zip(lows, spacing, g.shape))

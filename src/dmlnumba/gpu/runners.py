@@ -191,41 +191,57 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
     return run
 
 
-def slice_grad_runner(x, starts, steps, shape, lib):
-    """A repeated slice_grad into new outputs (see :func:`slice1_runner`): the output
-    from the library's allocator, a memset of it (none where the window covers it),
-    then one SLICE1 launch into the window's elements; None where calls like this
-    one take no runner."""
+def slice_grad_runner(x, starts, steps, shape, lib, out=None):
+    """A repeated slice_grad (see :func:`slice1_runner`): a function of the gradient
+    giving a new output from the library's allocator, or (``out``: the first call's
+    checked output, whose elements fill their bytes) of ``(gradient, out)`` giving
+    ``out``, or None where its bytes may meet the gradient's: a memset of the output
+    (none where the window covers it), then one SLICE1 launch into the window's
+    elements.  None (no runner) where calls like this one take none."""
     if not _fast_ok(x, lib):
         return None
     dev = x.device
-    with on(dev):
-        ptr_of, handle, alloc, _ = library_io(lib, x)
-        new_out = alloc(tuple(shape), x.dtype)
+    if out is None:
+        with on(dev):
+            ptr_of, handle, alloc, _ = library_io(lib, x)
+            new_out = alloc(tuple(shape), x.dtype)
+        o, oget, orr, mark = _new_view(tuple(shape), x.dtype), ptr_of, None, False
+    else:
+        if out.span()[1] - out.span()[0] != out.size * out.itemsize:
+            return None  # (gaps between its elements: no memset zeroes it)
+        with on(dev):
+            ptr_of, handle, _, _ = library_io(lib, x)
+        new_out = None
+        o, oget, orr, mark = _given(out)
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, x.shape)
-    o = _new_view(tuple(shape), x.dtype)
     off = sum(lo * s for lo, s in zip(lows, o.strides))  # the window's first element
     strides = tuple(k * s for k, s in zip(spacing, o.strides))
     window = DeviceView(None, tuple(x.shape), strides, x.dtype, 0, False)
+    low = o.span()[0]  # the output's lowest byte, from its element 0
     nbytes = o.size * x.itemsize if o.size != x.size else 0
+    xr = None if x.host is not None or out is None else _bare(x).span()
     x, read = _source(x, ptr_of, "slice_grad")
     go = slice_plan(_bare(x), read_starts, read_steps, window).launch
     want = context_handle(dev)
 
-    def run(obj, entered=False):
+    def run(obj, out=None, entered=False):
         ctx = current_context()
         if ctx != want and not entered:
             with on(dev):
-                return run(obj, True)
+                return run(obj, out, True)
         h = handle()
         xp, buf = read(obj, h)  # first: a NumPy input's upload is refused inside a capture
-        out = new_out()
-        op = ptr_of(out)
+        res = new_out() if new_out is not None else out
+        op = oget(res)
+        if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
+            return None
         if nbytes:
-            zero_bytes(op, nbytes, h)
+            zero_bytes(op + low, nbytes, h)
         go(h, xp, op + off, ctx)
         if buf is not None:
             _release(buf, h)
-        return out
+        if mark:  # as PyTorch's in-place ops mark the tensors they write
+            torch_written(res)
+        return res
 
     return run

@@ -186,14 +186,14 @@ def slice_grad(g, starts, steps, out, stream, zeroed=False):
     _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
-def slice_grad_runner(g, starts, steps, shape, lib):
-    """A repeated slice_grad into new outputs (:func:`~dmlnumba.gpu.runners.slice_grad_runner`),
-    or None where the call zeroes the window's complement box by box (windows of
-    tens of MiB, whose host time is small beside the copy's)."""
+def slice_grad_runner(g, starts, steps, shape, lib, out=None):
+    """A repeated slice_grad (:func:`~dmlnumba.gpu.runners.slice_grad_runner`), or None
+    where the call zeroes the window's complement box by box (windows of tens of MiB,
+    whose host time is small beside the copy's)."""
     lows, spacing, _, _ = scatter_window(starts, steps, g.shape)
     if _grad.zero_boxes(_self, g, lows, spacing, shape):
         return None
-    return grad_runner(g, starts, steps, shape, lib)
+    return grad_runner(g, starts, steps, shape, lib, out)
 
 
 def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
