@@ -16,6 +16,7 @@ from .. import grad as _grad
 from .. import target as _shared
 from ..array_checks import host_array
 from ..arrays import library
+from ..interop import torch_written
 from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, slice1, slice1_runner
@@ -111,24 +112,44 @@ def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
 
 
 def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
-    """A repeated slice_grad of NumPy gradients laid out like ``g``, into new outputs:
-    zeros (pages the system zeroes as they are first written; none where the window
-    covers the output), then slice1's runner into the window's view; None for other
-    libraries' gradients and for given outputs (their repeats take the full path)."""
-    if lib is not None or out is not None:
+    """A repeated slice_grad of NumPy gradients laid out like ``g``: a function of the
+    gradient giving a new output (zeros: pages the system zeroes as they are first
+    written; none where the window covers the output), or (``out``: the first call's
+    checked output) of ``(gradient, out)`` giving ``out`` (zeroed by NumPy), or None
+    where the two may share memory; either way slice1's runner then copies into the
+    window's view.  None for other libraries' gradients (their repeats take the full
+    path)."""
+    if lib is not None:
         return None
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
     idx = tuple(slice(lo, lo + (n - 1) * k + 1, k) for lo, k, n in zip(lows, spacing, g.shape))
-    make = np.empty if g.size == math.prod(shape) else np.zeros
+    covers = g.size == math.prod(shape)
+    make = np.empty if covers else np.zeros
     dtype = g.dtype
-    copy = slice1_runner(g, read_starts, read_steps, g.shape, None, make(shape, dtype)[idx])
+    first = make(shape, dtype) if out is None else out
+    copy = slice1_runner(g, read_starts, read_steps, g.shape, None, first[idx])
+    if out is None:
 
-    def run(x):
-        o = make(shape, dtype)
-        copy(x, o[idx])  # (a new output: never shares the gradient's memory)
+        def run(x):
+            o = make(shape, dtype)
+            copy(x, o[idx])  # (a new output: never shares the gradient's memory)
+            return o
+
+        return run
+    may_share = np.may_share_memory
+
+    def run_out(x, o):
+        a = o if type(o) is np.ndarray else o.numpy()  # a PyTorch CPU tensor's memory
+        if may_share(x, a):
+            return None
+        if not covers:
+            a[...] = 0
+        copy(x, a[idx])
+        if a is not o:  # as PyTorch's in-place ops mark the tensors they write
+            torch_written(o)
         return o
 
-    return run
+    return run_out
 
 
 def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
