@@ -310,7 +310,8 @@ def test_nonzero_argument_surface(data):
         )
     )
     device = draw(DEVICES)
-    xi = np.asarray(x) if isinstance(x, np.ndarray) else None
+    # Lists are read as numpy.asarray reads them (as argwhere's inputs are).
+    xi = np.asarray(x) if isinstance(x, (np.ndarray, list)) else None
     ok_width = None
     if xi is not None and 1 <= xi.ndim <= 8:
         ok_width = xi.ndim if width is None else width
