@@ -170,17 +170,45 @@ def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, strea
     f = "slice1"
     # Read once, before the input's layout: a parameter's __index__ may change the input.
     offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
+
+    def window(x):
+        return v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
+
+    return _window_call(f, input, "input", window, out, device, stream, lib, key)
+
+
+def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib, key=None):
+    """The :class:`~dmlnumba.target.Call` of an array's slice_grad, checked
+    (``shape``: the output's, ``input_shape``; ``key``: as for :func:`slice1_call`)."""
+    f = "slice_grad"
+    # Read once, before the gradient's layout: a parameter's __index__ may change it.
+    offsets, sizes, strides, _ = v.slice1_args(offsets, sizes, strides, None, f)
+    input_shape = v.shape_arg(input_shape, "input_shape", f)
+
+    def window(x):
+        starts, steps = v.slice_grad_params(input_shape, x.shape, offsets, sizes, strides, f)
+        return starts, steps, input_shape
+
+    return _window_call(f, grad, "input_gradient", window, out, device, stream, lib, key)
+
+
+def _window_call(f, input, name, window, out, device, stream, lib, key):
+    """The checked :class:`~dmlnumba.target.Call` of a window copy (slice1, slice_grad:
+    ``f``) reading the array ``input`` (its parameter's ``name``): ``window(x)`` gives
+    the window's ``(starts, steps, output shape)``, checked against the input's array
+    ``x``.  A bfloat16 tensor is read (and ``out`` written) as float16, the same two
+    bytes, and keeps no runner."""
     given_out = out
     input, bf16 = _readable(input, lib, f)
-    if bf16:  # copied as float16 (the same two bytes)
+    if bf16:
         key = None
         if out is not None:
             out = bfloat16_out(out, f)
-    target, x = resolve(input, device, f, lib=lib)
+    target, x = resolve(input, device, f, name, lib)
     target.check_stream(stream, f)
-    v.check_dtype(x.dtype, v.SLICE_DTYPES, f)
-    starts, steps, shape = v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
-    v.check_strides(x, "input", f)
+    v.check_dtype(x.dtype, v.SLICE_DTYPES, f, name)
+    starts, steps, shape = window(x)
+    v.check_strides(x, name, f)
     return Call(
         f,
         input,
@@ -193,42 +221,6 @@ def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, strea
         starts=starts,
         steps=steps,
         shape=shape,
-        out=out,
-        given_out=given_out,
-    )
-
-
-def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib, key=None):
-    """The :class:`~dmlnumba.target.Call` of an array's slice_grad, checked
-    (``shape``: the output's, ``input_shape``; ``key``: where a runner it makes is
-    kept, dropped for bfloat16 gradients, read as float16)."""
-    f = "slice_grad"
-    # Read once, before the gradient's layout: a parameter's __index__ may change it.
-    offsets, sizes, strides, _ = v.slice1_args(offsets, sizes, strides, None, f)
-    input_shape = v.shape_arg(input_shape, "input_shape", f)
-    given_out = out
-    grad, bf16 = _readable(grad, lib, f)
-    if bf16:  # written as float16 (the same two bytes)
-        key = None
-        if out is not None:
-            out = bfloat16_out(out, f)
-    target, x = resolve(grad, device, f, "input_gradient", lib)
-    target.check_stream(stream, f)
-    v.check_dtype(x.dtype, v.SLICE_DTYPES, f, "input_gradient")
-    starts, steps = v.slice_grad_params(input_shape, x.shape, offsets, sizes, strides, f)
-    v.check_strides(x, "input_gradient", f)
-    return Call(
-        f,
-        grad,
-        lib,
-        target,
-        x=x,
-        stream=stream,
-        key=key,
-        bf16=bf16,
-        starts=starts,
-        steps=steps,
-        shape=input_shape,
         out=out,
         given_out=given_out,
     )
