@@ -164,24 +164,21 @@ def _readable(input, lib, f):
     return input, False
 
 
-def slice1_call(input, offsets, sizes, strides, output_sizes, out, device, stream, lib, key=None):
-    """The :class:`~dmlnumba.target.Call` of an array's slice1, checked; ``key``: where
-    a runner it makes is kept (dropped for bfloat16 inputs, read as float16)."""
-    f = "slice1"
-    # Read once, before the input's layout: a parameter's __index__ may change the input.
+def slice1_window(offsets, sizes, strides, output_sizes):
+    """slice1's window check for :func:`window_call`, its parameters read once here,
+    before the input's layout: a parameter's ``__index__`` may change the input."""
     offsets, sizes, strides, output_sizes = v.slice1_args(offsets, sizes, strides, output_sizes)
 
     def window(x):
         return v.slice1_params(x.shape, offsets, sizes, strides, output_sizes)
 
-    return _window_call(f, input, "input", window, out, device, stream, lib, key)
+    return window
 
 
-def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib, key=None):
-    """The :class:`~dmlnumba.target.Call` of an array's slice_grad, checked
-    (``shape``: the output's, ``input_shape``; ``key``: as for :func:`slice1_call`)."""
+def slice_grad_window(input_shape, offsets, sizes, strides):
+    """slice_grad's window check for :func:`window_call` (the output's shape
+    ``input_shape``), its parameters read once here (see :func:`slice1_window`)."""
     f = "slice_grad"
-    # Read once, before the gradient's layout: a parameter's __index__ may change it.
     offsets, sizes, strides, _ = v.slice1_args(offsets, sizes, strides, None, f)
     input_shape = v.shape_arg(input_shape, "input_shape", f)
 
@@ -189,15 +186,16 @@ def slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, str
         starts, steps = v.slice_grad_params(input_shape, x.shape, offsets, sizes, strides, f)
         return starts, steps, input_shape
 
-    return _window_call(f, grad, "input_gradient", window, out, device, stream, lib, key)
+    return window
 
 
-def _window_call(f, input, name, window, out, device, stream, lib, key):
+def window_call(f, input, name, window, out, device, stream, lib, key=None):
     """The checked :class:`~dmlnumba.target.Call` of a window copy (slice1, slice_grad:
     ``f``) reading the array ``input`` (its parameter's ``name``): ``window(x)`` gives
     the window's ``(starts, steps, output shape)``, checked against the input's array
-    ``x``.  A bfloat16 tensor is read (and ``out`` written) as float16, the same two
-    bytes, and keeps no runner."""
+    ``x`` (:func:`slice1_window`, :func:`slice_grad_window`).  ``key``: where a runner
+    the call makes is kept; a bfloat16 tensor is read (and ``out`` written) as
+    float16, the same two bytes, and keeps none."""
     given_out = out
     input, bf16 = _readable(input, lib, f)
     if bf16:
@@ -272,14 +270,16 @@ def run_slice1(
     """slice1 of an array (no dask array, no traced call), prepared and run: the
     adapters' way to the targets (no runner is kept)."""
     lib = library(input)
-    c = slice1_call(input, offsets, sizes, strides, output_sizes, out, device, stream, lib)
+    window = slice1_window(offsets, sizes, strides, output_sizes)
+    c = window_call("slice1", input, "input", window, out, device, stream, lib)
     return c.target.slice1_call(c)
 
 
 def run_slice_grad(grad, input_shape, offsets, sizes, strides, out=None, device=None, stream=None):
     """slice_grad of an array (see :func:`run_slice1`)."""
     lib = library(grad)
-    c = slice_grad_call(grad, input_shape, offsets, sizes, strides, out, device, stream, lib)
+    window = slice_grad_window(input_shape, offsets, sizes, strides)
+    c = window_call("slice_grad", grad, "input_gradient", window, out, device, stream, lib)
     return c.target.slice_grad_call(c)
 
 

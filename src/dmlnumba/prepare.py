@@ -107,9 +107,8 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, ke
         args = v.slice1_args(offsets, sizes, strides, output_sizes)
         _no_outputs_for_dask(f, stream, out=out)
         return Call(f, input, lib, adapter("dask"), device=device, args=args)
-    c = dispatch.slice1_call(
-        input, offsets, sizes, strides, output_sizes, out, device, stream, lib, key
-    )
+    window = dispatch.slice1_window(offsets, sizes, strides, output_sizes)
+    c = dispatch.window_call(f, input, "input", window, out, device, stream, lib, key)
     c.keep = keys.slice1_keeper(c.key)
     return c
 
@@ -137,9 +136,8 @@ def slice_grad(
             device=device,
             args=(input_shape, offsets, sizes, strides),
         )
-    c = dispatch.slice_grad_call(
-        grad, input_shape, offsets, sizes, strides, out, device, stream, lib, key
-    )
+    window = dispatch.slice_grad_window(input_shape, offsets, sizes, strides)
+    c = dispatch.window_call(f, grad, "input_gradient", window, out, device, stream, lib, key)
     c.keep = keys.keeper(c.key)
     return c
 
