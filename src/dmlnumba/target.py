@@ -273,6 +273,18 @@ def check_out(
     return o
 
 
+def slice1_call(t: Any, c: Call) -> Any:
+    """slice1 on the array target ``t``: the runner the call keeps (``c.key``) where it
+    writes a new array and ``t`` makes one, else :func:`slice1_into` (which keeps the
+    runner of a call into ``out``)."""
+    if c.key is not None and c.out is None:
+        run = t.slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
+        if run is not None:
+            c.keep(run)
+            return run(c.input)
+    return slice1_into(t, c)
+
+
 def slice1_into(t: Any, c: Call) -> Any:
     """slice1 on the target ``t`` (after its runner, where it keeps one): the window
     written into a new array or into the caller's ``out`` (which the target writes

@@ -341,16 +341,8 @@ def as_library(lib, a, bf16=False):
     return a
 
 
-def slice1_call(c):
-    """slice1: the runner the call keeps (``c.key``) where it writes a new array and
-    this target makes one, else :func:`dmlnumba.target.slice1_into` (which keeps the
-    runner of a call into ``out``)."""
-    if c.key is not None and c.out is None:
-        run = slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
-        if run is not None:
-            c.keep(run)
-            return run(c.input)
-    return _shared.slice1_into(_self, c)
+#: slice1: :func:`dmlnumba.target.slice1_call` on this target.
+slice1_call = functools.partial(_shared.slice1_call, _self)
 
 
 #: slice_grad: :func:`dmlnumba.target.slice_grad_into` on this target.
