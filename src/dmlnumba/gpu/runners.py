@@ -16,7 +16,7 @@ from .memory import current_context, upload, zero_bytes
 from .plans import nonzero_plan, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture
-from .views import DeviceView, library_io
+from .views import DeviceView, library_io, strided_view
 
 _modules = sys.modules
 
@@ -156,18 +156,47 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
     """A repeated slice1 call (see :func:`nonzero_runner`): a function of the input
     giving a new array, or (``out``: the first call's checked output) of ``(input,
     out)`` giving ``out``, or None where its bytes may meet the input's."""
-    if not _fast_ok(x, lib) or not all(out_shape):
+    if not all(out_shape):
+        return None
+    return _copy_runner(x, starts, steps, tuple(out_shape), lib, out, "slice1")
+
+
+def slice_grad_runner(x, starts, steps, shape, lib, out=None):
+    """A repeated slice_grad (see :func:`slice1_runner`): a memset of the output (none
+    where the window covers it), then one SLICE1 launch of the gradient into the
+    window's elements.  ``out`` must fill its bytes (no memset zeroes the gaps of
+    one that does not: None, no runner)."""
+    if out is not None and out.span()[1] - out.span()[0] != out.size * out.itemsize:
+        return None
+    lows, spacing, read_starts, read_steps = scatter_window(starts, steps, x.shape)
+    window = (lows, spacing, x.shape)
+    return _copy_runner(x, read_starts, read_steps, tuple(shape), lib, out, "slice_grad", window)
+
+
+def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
+    """The runner of a SLICE1 copy from ``x`` (``starts``, ``steps``) into an output of
+    ``shape`` (new from the library's allocator, or laid out like the first call's
+    checked ``out``): the copy into the whole output (slice1), or with ``window``
+    (slice_grad's ``(lows, spacing, shape)``) the output zeroed by a memset, then the
+    copy into the window's view of it.  None where calls like this one take none."""
+    if not _fast_ok(x, lib):
         return None
     dev = x.device
     with on(dev):
         ptr_of, handle, alloc, _ = library_io(lib, x)
-        new_out = alloc(tuple(out_shape), x.dtype) if out is None else None
-    ol, oget, orr, mark = (_new_view(tuple(out_shape), x.dtype), ptr_of, None, False)
+        new_out = alloc(shape, x.dtype) if out is None else None
+    o, oget, orr, mark = (_new_view(shape, x.dtype), ptr_of, None, False)
     if out is not None:
-        ol, oget, orr, mark = _given(out)
+        o, oget, orr, mark = _given(out)
+    dst, nbytes, low = o, 0, 0
+    if window is not None:
+        dst = strided_view(o, *window)  # (its address: the window's offset in the output)
+        if o.size != x.size:  # (a window as large as the output covers it)
+            nbytes, low = o.size * x.itemsize, o.span()[0]
+    off = dst.ptr
     xr = None if x.host is not None or out is None else _bare(x).span()
-    x, read = _source(x, ptr_of, "slice1")
-    go = slice_plan(_bare(x), starts, steps, ol).launch
+    x, read = _source(x, ptr_of, func)
+    go = slice_plan(_bare(x), starts, steps, dst).launch
     want = context_handle(dev)
 
     def run(obj, out=None, entered=False):
@@ -181,67 +210,13 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
         op = oget(o)
         if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
             return None
-        go(h, xp, op, ctx)
-        if buf is not None:
-            _release(buf, h)
-        if mark:  # as PyTorch's in-place ops mark the tensors they write
-            torch_written(o)
-        return o
-
-    return run
-
-
-def slice_grad_runner(x, starts, steps, shape, lib, out=None):
-    """A repeated slice_grad (see :func:`slice1_runner`): a function of the gradient
-    giving a new output from the library's allocator, or (``out``: the first call's
-    checked output, whose elements fill their bytes) of ``(gradient, out)`` giving
-    ``out``, or None where its bytes may meet the gradient's: a memset of the output
-    (none where the window covers it), then one SLICE1 launch into the window's
-    elements.  None (no runner) where calls like this one take none."""
-    if not _fast_ok(x, lib):
-        return None
-    dev = x.device
-    if out is None:
-        with on(dev):
-            ptr_of, handle, alloc, _ = library_io(lib, x)
-            new_out = alloc(tuple(shape), x.dtype)
-        o, oget, orr, mark = _new_view(tuple(shape), x.dtype), ptr_of, None, False
-    else:
-        if out.span()[1] - out.span()[0] != out.size * out.itemsize:
-            return None  # (gaps between its elements: no memset zeroes it)
-        with on(dev):
-            ptr_of, handle, _, _ = library_io(lib, x)
-        new_out = None
-        o, oget, orr, mark = _given(out)
-    lows, spacing, read_starts, read_steps = scatter_window(starts, steps, x.shape)
-    off = sum(lo * s for lo, s in zip(lows, o.strides))  # the window's first element
-    strides = tuple(k * s for k, s in zip(spacing, o.strides))
-    window = DeviceView(None, tuple(x.shape), strides, x.dtype, 0, False)
-    low = o.span()[0]  # the output's lowest byte, from its element 0
-    nbytes = o.size * x.itemsize if o.size != x.size else 0
-    xr = None if x.host is not None or out is None else _bare(x).span()
-    x, read = _source(x, ptr_of, "slice_grad")
-    go = slice_plan(_bare(x), read_starts, read_steps, window).launch
-    want = context_handle(dev)
-
-    def run(obj, out=None, entered=False):
-        ctx = current_context()
-        if ctx != want and not entered:
-            with on(dev):
-                return run(obj, out, True)
-        h = handle()
-        xp, buf = read(obj, h)  # first: a NumPy input's upload is refused inside a capture
-        res = new_out() if new_out is not None else out
-        op = oget(res)
-        if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
-            return None
         if nbytes:
             zero_bytes(op + low, nbytes, h)
         go(h, xp, op + off, ctx)
         if buf is not None:
             _release(buf, h)
         if mark:  # as PyTorch's in-place ops mark the tensors they write
-            torch_written(res)
-        return res
+            torch_written(o)
+        return o
 
     return run

@@ -60,6 +60,7 @@ from .views import (  # noqa: F401  (the target's interface)
     library_io,
     new_array,
     staged,
+    strided_view,
     to_host,
     view_of,
 )
@@ -236,13 +237,6 @@ def _zero_row(v):
     """The bytes of zeros a broadcast copy over ``v`` reads (see :func:`zero_views`): its
     innermost row's where that is contiguous, else one element's."""
     return v.shape[-1] * v.itemsize if v.strides[-1] == v.itemsize else v.itemsize
-
-
-def strided_view(v, lows, spacing, shape):
-    """The view of ``v`` of ``shape`` from ``lows``, ``spacing`` elements apart."""
-    ptr = v.ptr + sum(lo * s for lo, s in zip(lows, v.strides))
-    strides = tuple(k * s for k, s in zip(spacing, v.strides))
-    return DeviceView(v.obj, tuple(shape), strides, v.dtype, ptr, v.readonly, v.device, lib=v.lib)
 
 
 def _scratch(x):

@@ -97,6 +97,13 @@ class DeviceView:
         return self._span
 
 
+def strided_view(v, lows, spacing, shape):
+    """The view of ``v`` of ``shape`` from index ``lows``, ``spacing`` elements apart."""
+    ptr = v.ptr + sum(lo * s for lo, s in zip(lows, v.strides))
+    strides = tuple(k * s for k, s in zip(spacing, v.strides))
+    return DeviceView(v.obj, tuple(shape), strides, v.dtype, ptr, v.readonly, v.device, lib=v.lib)
+
+
 # ---------------------------------------------------------------------------- reading
 
 
