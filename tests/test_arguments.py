@@ -2,6 +2,8 @@
 input while they are read, ordered sequences only, max_count past the input, and
 messages that name their function."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from interpreter import run_python
@@ -16,32 +18,14 @@ X = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
 def test_parameters_that_reshape_or_resize_the_input_never_read_past_it():
     # Was: the window was checked against the input's old layout and walked over its
     # new one: a read 2**40 bytes past a 1 MiB buffer (a segfault), or wrong results.
-    r = run_python("""
-        import collections.abc
+    r = run_python(
+        """
+        import sys
+        sys.path.insert(0, sys.argv[1])  # the tests' folder
         import numpy as np, dmlnumba
+        from mutating import Index, Seq
 
         N = 1 << 20
-
-        class Index:
-            def __init__(self, value, act):
-                self.value, self.act = value, act
-            def __index__(self):
-                self.act()
-                return self.value
-
-        class Seq(collections.abc.Sequence):
-            def __init__(self, values, act, on):
-                self.values, self.act, self.on = values, act, on
-            def __len__(self):
-                if self.on == "len":
-                    self.act()
-                return len(self.values)
-            def __getitem__(self, i):
-                return self.values[i]
-            def __iter__(self):
-                if self.on == "iter":
-                    self.act()
-                return iter(self.values)
 
         def attempt(call, x, window):
             # "error" (naming the function), or whether the result is the window of the
@@ -102,7 +86,9 @@ def test_parameters_that_reshape_or_resize_the_input_never_read_past_it():
         x = np.arange(16, dtype=np.float32).reshape(4, 4)
         count, coords = dmlnumba.nonzero_coordinates(x, dtype=DType())
         print(int(count[0]), coords.shape, coords[:15].ravel().tolist() == list(range(1, 16)))
-    """)
+    """,
+        args=(str(Path(__file__).parent),),
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert all(line in ("error", "right") for line in lines[:5]), lines

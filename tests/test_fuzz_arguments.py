@@ -9,7 +9,6 @@ CI runs this file under ``NUMBA_BOUNDSCHECK=1`` too, so a kernel handed an array
 its checks never saw fails loudly there instead of writing out of bounds.
 """
 
-import collections.abc
 import math
 import operator
 
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from mutating import Index, Seq
 
 import dmlnumba
 
@@ -433,37 +433,6 @@ def test_fuzz_saw_cuda_refused():
 # ---------------------------------------------------------------- parameters that change the input
 
 
-class _Index:
-    """An integer whose ``__index__`` first changes the input."""
-
-    def __init__(self, value, act):
-        self.value, self.act = value, act
-
-    def __index__(self):
-        self.act()
-        return self.value
-
-
-class _Seq(collections.abc.Sequence):
-    """A sequence of integers whose ``__len__`` or ``__iter__`` first changes the input."""
-
-    def __init__(self, values, act, on):
-        self.values, self.act, self.on = values, act, on
-
-    def __len__(self):
-        if self.on == "len":
-            self.act()
-        return len(self.values)
-
-    def __getitem__(self, i):
-        return self.values[i]
-
-    def __iter__(self):
-        if self.on == "iter":
-            self.act()
-        return iter(self.values)
-
-
 class _DType:
     """A dtype-like object whose ``dtype`` attribute first changes the input."""
 
@@ -515,9 +484,9 @@ def _wrap(draw, values, act):
     hook = draw(st.sampled_from(["__index__", "__len__", "__iter__", "none"]))
     if hook == "__index__" and values:
         i = draw(st.integers(0, len(values) - 1))
-        return values[:i] + (_Index(values[i], act),) + values[i + 1 :]
+        return values[:i] + (Index(values[i], act),) + values[i + 1 :]
     if hook in ("__len__", "__iter__"):
-        return _Seq(values, act, hook[2:-2])
+        return Seq(values, act, hook[2:-2])
     return values
 
 
@@ -557,9 +526,9 @@ def test_parameters_that_change_the_input(data):
     max_count = None
     dtype = np.uint32
     if hook == "width" and width is not None:
-        width = _Index(width, act)
+        width = Index(width, act)
     elif hook == "max_count":
-        max_count = _Index(draw(st.integers(0, 70)), act)
+        max_count = Index(draw(st.integers(0, 70)), act)
     else:
         dtype = _DType(act)
     try:
