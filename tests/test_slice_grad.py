@@ -218,20 +218,35 @@ def test_libraries_give_their_own_arrays():
     np.testing.assert_array_equal(bits(np.asarray(j)), bits(want))
 
 
+#: (input_shape, window, the strided output's buffer, its view): rows read with a step
+#: into a column-stepped output; whole rows (copied and zeroed a word at a time on CUDA)
+#: into an output whose rows leave gaps.
+WIDTH_CASES = {
+    "stepped": ((7, 9, 11), ((1, 0, 1), (5, 7, 9), (-2, 2, 2)), (7, 9, 23), np.s_[:, :, 1::2]),
+    "rows": ((7, 9, 16), ((1, 0, 0), (5, 7, 16), (-2, 2, 1)), (7, 11, 16), np.s_[:, 1:10, :]),
+}
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
-def test_every_width_into_new_and_strided_outputs(device, dtype):
+@pytest.mark.parametrize("case", sorted(WIDTH_CASES))
+@pytest.mark.parametrize("boxes", [False, True])
+def test_every_width_into_new_and_strided_outputs(device, dtype, case, boxes):
     """Each item width, into a new output (a memset on CUDA) and a strided one (zeroed
-    by a broadcast copy on CUDA); nothing outside the strided output is written."""
-    g = (np.arange(1, 3 * 4 * 5 + 1) % 120).astype(dtype).reshape(3, 4, 5)[:, ::-1]
-    shape, w = (7, 9, 11), ((1, 0, 1), (5, 7, 9), (-2, 2, 2))
+    by the slice tiles storing zeros on CUDA), its complement zeroed box by box or
+    whole first; nothing outside the strided output is written."""
+    shape, w, buf_shape, index = WIDTH_CASES[case]
+    m = tuple(1 + (s - 1) // abs(t) for s, t in zip(w[1], w[2]))
+    g = (np.arange(1, 2 * np.prod(m) + 1) % 120).astype(dtype).reshape(m[0], 2 * m[1], m[2])
+    g = g[:, ::-2]
     want = slice_grad_reference(g, shape, *w)
-    buf = np.full((7, 9, 23), 5, dtype)
-    got = to_host(dmlnumba.slice_grad(to_device(g, device), shape, *w, device=device))
+    buf = np.full(buf_shape, 5, dtype)
     dbuf = to_device(buf, device)
-    view_of = lambda b: b[:, :, 1::2]  # noqa: E731
+    view_of = lambda b: b[index]  # noqa: E731
     out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
-    dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
+    with _zeros_by_box(boxes):
+        got = to_host(dmlnumba.slice_grad(to_device(g, device), shape, *w, device=device))
+        dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
     np.testing.assert_array_equal(bits(got), bits(want))
     check_written(buf, to_host(dbuf), view_of, want)
 

@@ -54,10 +54,11 @@ def transposed_rows(shape, strides, itemsize, threads):
     return 0
 
 
-def slice_spec(bits, shape, ss, ds, sb, db, swap=0):
+def slice_spec(bits, shape, ss, ds, sb, db, swap=0, fill=False):
     """``(bits, variant, block, geometry)`` of a copy of ``bits``-bit items:
-    ``variant`` the kernel's ``(pos32, swap, loads)`` (:func:`make_slice`; ``swap``:
-    0, or the bits of the items each 64-bit word's are reversed in), ``block`` its
+    ``variant`` the kernel's ``(pos32, swap, loads, fill)`` (:func:`make_slice`;
+    ``swap``: 0, or the bits of the items each 64-bit word's are reversed in;
+    ``fill``: zeros stored, nothing read), ``block`` its
     threads, ``geometry`` what :func:`slice_tiles` makes the launch of."""
     inner = shape[-1]
     threads = config.CUDA_THREADS
@@ -78,7 +79,7 @@ def slice_spec(bits, shape, ss, ds, sb, db, swap=0):
     pos32 = top < config.CUDA_SLICE_32BIT_BELOW
     loads = LOADS // 2 if pos32 and bits == 64 else LOADS
     geometry = (shape, ss, ds, sb, db, seg, rows)
-    return (bits, (pos32, swap, loads), (tx, ty), geometry)
+    return (bits, (pos32, swap, loads, fill), (tx, ty), geometry)
 
 
 def slice_tiles(geometry, ty, slots):

@@ -174,18 +174,20 @@ class SlicePlan(_Plan):
     words where the inner dimension is contiguous in the output and contiguous or
     reversed in the input, and every row starts on a multiple of 8 bytes (chosen
     per call by the addresses); a reversed row's words have their items reversed
-    in registers."""
+    in registers.  ``fill``: the output's elements zeroed instead (``x`` is the
+    output; the tiles store and read nothing)."""
 
-    def __init__(self, x, starts, steps, out):
+    def __init__(self, x, starts, steps, out, fill=False):
         super().__init__()
         slo, sspan, sbase, sstr = extent(x.shape, x.strides, x.itemsize)
         dlo, dspan, dbase, dstr = extent(out.shape, out.strides, out.itemsize)
         geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
         shape, ss, ds = (tuple(int(v) for v in r) for r in geom)
         sb, db = sbase + off, dbase
-        narrow = slice_spec(8 * x.itemsize, shape, ss, ds, sb, db)
+        narrow = slice_spec(8 * x.itemsize, shape, ss, ds, sb, db, fill=fill)
         if (
-            config.CUDA_SLICE_GATHER
+            not fill
+            and config.CUDA_SLICE_GATHER
             and narrow[1][0]  # every position in 32 bits
             and (x.itemsize >= 4 or ss[-1] not in (1, -1))
         ):
@@ -216,6 +218,7 @@ class SlicePlan(_Plan):
                 first // k,
                 db // k,
                 0 if step == 1 else 8 * x.itemsize,
+                fill,
             )
         self.slo, self.sspan, self.dlo, self.dspan = slo, sspan, dlo, dspan
         self.itemsize = x.itemsize
@@ -269,10 +272,11 @@ def nonzero_plan(x, width, count, coords, limit):
     return p
 
 
-def slice_plan(x, starts, steps, out):
-    """The plan of a slice1 of these layouts (kept per layouts and settings generation)."""
-    key = ("slice", _layout(x), _layout(out), starts, steps, config.GENERATION)
+def slice_plan(x, starts, steps, out, fill=False):
+    """The plan of a slice1 of these layouts (kept per layouts and settings generation);
+    ``fill``: of zeroing ``out`` (``x`` is ``out``, see :class:`SlicePlan`)."""
+    key = ("slice", _layout(x), _layout(out), starts, steps, fill, config.GENERATION)
     p = _plans.get(key)
     if p is None:
-        p = _plans.put(key, SlicePlan(x, starts, steps, out))
+        p = _plans.put(key, SlicePlan(x, starts, steps, out, fill))
     return p

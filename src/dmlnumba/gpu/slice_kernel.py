@@ -50,7 +50,7 @@ def reverse_items(x, bits):
 LOADS = 8
 
 
-def make_slice(item, narrow=False, swap=0, loads=LOADS, *, regs=0):
+def make_slice(item, narrow=False, swap=0, loads=LOADS, fill=False, *, regs=0):
     """The slice kernel for elements of numba type ``item`` (an unsigned integer
     type of the element's width): ``(p, src, dst)``, ``p`` a :data:`SLICE_CUDA`
     block passed by value (a tuple of kernel parameters).  ``narrow``: every
@@ -58,7 +58,8 @@ def make_slice(item, narrow=False, swap=0, loads=LOADS, *, regs=0):
     keeps in flight are 32-bit.  ``swap``: 0, or (64-bit words) the bits of the
     items whose order each word reverses (:func:`reverse_items`): a reversed row
     of small items copied a word at a time.  ``loads``: the loads each thread has
-    in flight.  ``regs``: the register cap it is
+    in flight.  ``fill``: the stores only, of zero bits (``src`` is not read): the
+    same tiles zero a strided view at a memset's speed.  ``regs``: the register cap it is
     compiled with, held in the closure so that numba's disk cache keys on it
     (:func:`~dmlnumba.gpu.launch.python_kernel`)."""
     I = int32 if narrow else int64  # noqa: E741
@@ -143,7 +144,9 @@ def make_slice(item, narrow=False, swap=0, loads=LOADS, *, regs=0):
                             d = I(d + k * d_outer)
                             wrapped = c >= n_outer
                 for u in range(loads):
-                    if u < n:
+                    if fill:
+                        v[u] = item(0)
+                    elif u < n:
                         v[u] = src[sa[u]]
                 for u in range(loads):
                     if u < n:

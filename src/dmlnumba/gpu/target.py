@@ -206,37 +206,16 @@ def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
 
 def zero_views(views, stream):
     """Every element of each view set to zero bits on the stream: a memset of its span
-    where its elements fill it (new outputs), else a SLICE1 copy from a zeroed buffer
-    broadcast over it: a whole row of zeros where its rows are contiguous (copied as
-    the tiles' 8-byte words, at about a memset's speed), else one zero element."""
-    width = max((_zero_row(v) for v in views if flat(v)[1] != v.size), default=0)
-    width = -(-width // 8) * 8
-    buf = None
+    where its elements fill it (new outputs), else the slice tiles storing zeros over
+    it (:class:`~dmlnumba.gpu.plans.SlicePlan`'s ``fill``: nothing read)."""
     with _context(views[0]):
-        if width and not SIM:
-            buf = pool_buffer(width, stream, views[0].device)
-            zero_bytes(int(buf.handle), width, stream)
         for v in views:
-            p, span, base, es = flat(v)
-            if SIM:
-                h = host_view(Flat(None, p, span, uint_of_size(v.itemsize)))
-                np.lib.stride_tricks.as_strided(h[base:], v.shape, v.strides)[...] = 0
-            elif span == v.size:
+            p, span, _, _ = flat(v)
+            if span == v.size and not SIM:
                 zero_bytes(p, span * v.itemsize, stream)
             else:
-                assert buf is not None  # (a view whose elements leave gaps sized it)
-                inner = v.itemsize if v.strides[-1] == v.itemsize else 0
-                strides = (0,) * (v.ndim - 1) + (inner,)
-                z = DeviceView(buf, v.shape, strides, v.dtype, int(buf.handle), True, v.device)
-                slice1(z, (0,) * v.ndim, (1,) * v.ndim, v, stream, fresh=True)
-        if buf is not None:
-            _release(buf, stream)
-
-
-def _zero_row(v):
-    """The bytes of zeros a broadcast copy over ``v`` reads (see :func:`zero_views`): its
-    innermost row's where that is contiguous, else one element's."""
-    return v.shape[-1] * v.itemsize if v.strides[-1] == v.itemsize else v.itemsize
+                ones = (1,) * v.ndim
+                slice_plan(v, (0,) * v.ndim, ones, v, True).launch(stream, v.ptr, v.ptr)
 
 
 def _scratch(x):
