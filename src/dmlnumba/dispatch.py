@@ -20,6 +20,7 @@ compiler nor ``numba.cuda``.
 """
 
 import importlib.util
+import sys
 from typing import Any
 
 import numpy as np
@@ -29,9 +30,11 @@ from . import validation as v
 from .arrays import _ASK, is_cuda_array, is_dask, library
 from .cpu import process
 from .cpu import target as target_cpu
-from .interop import bfloat16_out, check_jax_fits, torch_view
+from .interop import bfloat16_out, check_jax_fits
 from .target import Call, CudaTarget, Target
 from .validation import host_array
+
+_modules = sys.modules
 
 _cuda: CudaTarget | None = None
 
@@ -152,10 +155,25 @@ def resolve(
     return t, t.as_device_array(x, dev[1], func, name, lib)
 
 
+def torch_view(t, f, name="input"):
+    """``(tensor, bfloat16)``: a PyTorch tensor as the kernels can read it, its lazy
+    negation resolved (a view whose storage holds the un-negated values), a
+    bfloat16 one viewed as float16 (whose zero bits, copy and NaN rule are the same);
+    ``bfloat16`` says which.  A conjugated one (complex) is refused."""
+    torch = _modules["torch"]
+    if t.is_conj():
+        raise TypeError(f"{f}(): {name} is a conjugated (complex) tensor, which is not supported")
+    if t.is_neg():
+        t = t.resolve_neg()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.float16), True
+    return t, False
+
+
 def _readable(input, lib, f):
     """``(input, bf16)``: the input as the kernels can read it: a JAX array once its
     asynchronous work is done (JAX computes on streams of its own), a PyTorch tensor
-    through :func:`~dmlnumba.interop.torch_view` (``bf16``: a bfloat16 one, viewed as
+    through :func:`torch_view` (``bf16``: a bfloat16 one, viewed as
     float16)."""
     if lib == "jax":
         input.block_until_ready()

@@ -1,28 +1,14 @@
-"""The input libraries' ways, at the API's door: PyTorch views the kernels cannot
-read as they are (lazily negated, bfloat16), PyTorch's rules for the tensors a
-call writes, JAX's 64-bit mode.  The prepare step and the targets call these: they
-know the library already, and nothing here asks it."""
+"""The input libraries' ways, at the API's door: a bfloat16 ``out=`` read as float16,
+PyTorch's rules for the tensors a call writes, JAX's 64-bit mode (the input's own
+view, :func:`dmlnumba.dispatch.torch_view`, is the in-memory prepare step's).  The
+prepare step and the targets call these: they know the library already, and nothing
+here asks it."""
 
 import sys
 
 import numpy as np
 
 _modules = sys.modules
-
-
-def torch_view(t, f, name="input"):
-    """``(tensor, bfloat16)``: a PyTorch tensor as the kernels can read it, its lazy
-    negation resolved (a view whose storage holds the un-negated values), a
-    bfloat16 one viewed as float16 (whose zero bits, copy and NaN rule are the same);
-    ``bfloat16`` says which.  A conjugated one (complex) is refused."""
-    torch = _modules["torch"]
-    if t.is_conj():
-        raise TypeError(f"{f}(): {name} is a conjugated (complex) tensor, which is not supported")
-    if t.is_neg():
-        t = t.resolve_neg()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.float16), True
-    return t, False
 
 
 def bfloat16_out(out, f):

@@ -26,7 +26,6 @@ import numpy as np
 from . import dispatch, keys
 from . import validation as v
 from .arrays import _libraries, is_cuda_array, library
-from .interop import torch_view
 from .keys import TRACED, UNASKED
 from .target import Call, Runs
 
@@ -229,7 +228,7 @@ def view(x, f, name) -> Call:
         return Call(f, x, lib, adapter("dask"), x=x)
     bf16 = False
     if lib == "torch":
-        x, bf16 = torch_view(x, f, name)
+        x, bf16 = dispatch.torch_view(x, f, name)
     target, a = dispatch.resolve(x, None, f, name, lib)
     return Call(f, x, lib, target, x=a, bf16=bf16)
 

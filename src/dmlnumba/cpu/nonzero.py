@@ -13,7 +13,7 @@ from ..layout import uint_of_size
 from ..params import NONZERO_CPU, pack
 from . import compiling, process
 from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
-from .views import flat_view, reader
+from .views import element_layout, flat_view, reader
 
 #: argwhere of at most this many elements writes its rows into a worst-case buffer
 #: (at most 4 MiB: this many rows of 8 columns) and keeps the rows used: one kernel
@@ -125,9 +125,14 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
         return None
     if n == 0:
         return lambda x: (np.zeros(1, dtype), np.empty(shape, dtype))
-    _, sbase, sstr = flat_view(x)
+    sbase, sstr = element_layout(x.shape, x.strides, x.itemsize, x.flags.c_contiguous)
     view = u != dtype
-    read = reader(x)
+
+    def read(x):  # the first input's flat view, and the reader of every later one's
+        nonlocal read
+        read = reader(x)
+        return read(x)
+
     p = _fresh_rows_block(x, sbase, sstr, width, rows)
     obase = 0
     if given:

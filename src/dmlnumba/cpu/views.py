@@ -18,10 +18,9 @@ def flat_view(a):
     u = uint_of_size(a.itemsize)
     if a.flags.c_contiguous:
         v = a.reshape(-1)
-        es = c_strides(a.shape)
-        base = 0
+        base, es = 0, c_strides(a.shape)
     else:
-        low, span, base, es = extent(a.shape, a.strides, a.itemsize)
+        _, span, base, es = extent(a.shape, a.strides, a.itemsize)
         flip = _flip(a.strides)
         if flip is not None:
             a = a[flip]
@@ -33,6 +32,14 @@ def flat_view(a):
     if not v.flags.writeable:
         v = as_writeable(v)
     return v, base, es
+
+
+def element_layout(shape, strides, itemsize, c_contiguous):
+    """``(base, strides)`` of :func:`flat_view`'s view of an array of this layout,
+    from the layout alone (a runner's key holds it)."""
+    if c_contiguous:
+        return 0, c_strides(shape)
+    return extent(shape, strides, itemsize)[2:]
 
 
 class _Memory:

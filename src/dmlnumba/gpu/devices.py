@@ -8,8 +8,8 @@ primary context current around whatever the call queues, and cost one
 comparison where it is current already (the query, ``current_context``, is the
 one a launch makes anyway, see :func:`current`).
 
-- :func:`device_of`: the ordinal of the device an array's memory is on (PyTorch's
-  and CuPy's own answers; for anything else the driver's, from the pointer).
+- :func:`pointer_device`: the ordinal of the device an address is on (the driver's
+  answer; :func:`dmlnumba.gpu.views.device_of` asks it for arrays of no library).
 - :func:`on`: a context manager with a device's primary context current (a
   shared null context where it is already).
 - :func:`peer_copy`: bytes copied from one device to another, ordered after the
@@ -109,20 +109,6 @@ def _pointer_attribute():
             f.restype = ctypes.c_int
             _query = f
     return _query
-
-
-def device_of(obj, lib, ptr):
-    """The ordinal of the device holding array ``obj`` of library ``lib`` (its first
-    element at ``ptr``): PyTorch's and CuPy's own answer, else the driver's for the
-    address (numba's arrays too: one wrapping foreign memory carries the context
-    current when it was wrapped, not necessarily its memory's)."""
-    if SIM:
-        return 0
-    if lib == "torch":
-        return obj.get_device()
-    if lib == "cupy":
-        return obj.data.device_id
-    return pointer_device(ptr)
 
 
 def _event():

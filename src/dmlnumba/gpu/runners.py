@@ -4,6 +4,7 @@ so that a repeat skips validation and layout work (see :mod:`dmlnumba.keys`).  A
 call into given outputs checks per call only what their addresses decide: whether
 an output's bytes meet the input's or the other output's (a range test)."""
 
+import functools
 import operator
 import sys
 
@@ -12,11 +13,11 @@ import numpy as np
 from ..interop import torch_written
 from ..layout import c_strides, scatter_window
 from .devices import context_handle, on
-from .memory import current_context, upload, zero_bytes
+from .memory import current_context, numba_context, pool, scratch, upload, zero_bytes
 from .plans import nonzero_plan, slice_plan
 from .sim import SIM
-from .streams import core_stream, refuse_capture
-from .views import DeviceView, library_io, strided_view
+from .streams import core_stream, refuse_capture, torch_current_stream, torch_module, torch_of
+from .views import DeviceView, strided_view
 
 _modules = sys.modules
 
@@ -220,3 +221,72 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
         return o
 
     return run
+
+
+def library_io(lib, v):
+    """For repeated default calls of library ``lib`` (PyTorch, CuPy or numba) on
+    inputs on ``v``'s device (current when the functions are called): ``(address
+    of an input, the current stream's handle, allocator, scratch)``;
+    ``allocator(shape, dtype)`` gives a function of no arguments that makes a new
+    C-contiguous array of that shape and dtype, and ``scratch`` is
+    :func:`~dmlnumba.gpu.memory.scratch`'s ``(alloc, release)`` for the library.
+    The fast counterpart of :func:`~dmlnumba.gpu.streams.call_stream` and
+    :func:`~dmlnumba.gpu.views.new_array` with ``stream=None``: bound
+    built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
+    library has them, so a call runs few Python frames of its own.  CuPy calls
+    reach it only where the current device is the input's (see
+    ``dmlnumba.keys._layout_key``)."""
+    dev = v.device
+    if lib == "torch":
+        torch = torch_module()
+        empty, dtypes = torch.empty, torch_of
+
+        def allocator(shape, dt):
+            # new_empty of a template with no elements (and no memory), which gives the
+            # dtype and device without keywords to parse; the sizes unpacked, which
+            # PyTorch parses faster than a tuple.
+            return functools.partial(empty(0, dtype=dtypes[dt], device=dev).new_empty, *shape)
+
+        return (
+            torch.Tensor.data_ptr,
+            functools.partial(torch_current_stream(torch), dev),
+            allocator,
+            scratch("torch", dev),
+        )
+    if lib == "cupy":
+        import cupy
+
+        get = cupy.cuda.get_current_stream
+        return (
+            operator.attrgetter("data.ptr"),
+            (lambda: get().ptr),
+            # The ndarray constructor, which cupy.empty calls from a Python frame.
+            (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
+            scratch("cupy", dev),
+        )
+
+    def numba_alloc(shape, dt):
+        # Bound once: the pool's allocation on the legacy stream, and numba's array
+        # made by copying one made once (numba_array_maker).
+        from .._internals import numba_array_maker
+
+        n = dt.itemsize
+        for d in shape:
+            n *= d
+        take = functools.partial(pool(dev).allocate, max(n, 1), stream=core_stream(0))
+        make = numba_array_maker(numba_context(dev), tuple(shape), dt)
+
+        def new():
+            buf = take()
+            return make(int(buf.handle), buf)
+
+        return new
+
+    from .._internals import numba_pointer
+
+    return (
+        numba_pointer,
+        (lambda: 0),
+        numba_alloc,
+        scratch(None, dev),
+    )

@@ -57,7 +57,6 @@ from .views import (  # noqa: F401  (the target's interface)
     elsewhere,
     flat,
     host_view,
-    library_io,
     new_array,
     staged,
     strided_view,

@@ -19,8 +19,6 @@ module whose dotted name contains ``numba.cuda``, ``dmlnumba.cuda_arrays`` inclu
 and recurses on it.)
 """
 
-import functools
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -30,11 +28,10 @@ from numba import cuda
 from ..arrays import is_cuda_array, library
 from ..layout import c_strides, extent
 from ..validation import uint_of_size
-from .devices import device_of, on
-from .memory import numba_context, pool, pool_buffer, scratch
+from .devices import on, pointer_device
+from .memory import numba_context, pool_buffer
 from .sim import SIM
 from .streams import (
-    core_stream,
     cupy_device,
     refuse_capture,
     torch_current_stream,
@@ -160,6 +157,20 @@ def _read_torch(t):
 
 # Keyed by library(), which is None for anything not PyTorch, CuPy or JAX.
 _readers: dict[str | None, Callable[[Any], tuple]] = {"torch": _read_torch, "cupy": _read_cupy}
+
+
+def device_of(obj, lib, ptr):
+    """The ordinal of the device holding array ``obj`` of library ``lib`` (its first
+    element at ``ptr``): PyTorch's and CuPy's own answer, else the driver's for the
+    address (numba's arrays too: one wrapping foreign memory carries the context
+    current when it was wrapped, not necessarily its memory's)."""
+    if SIM:
+        return 0
+    if lib == "torch":
+        return obj.get_device()
+    if lib == "cupy":
+        return obj.data.device_id
+    return pointer_device(ptr)
 
 
 def view_of(obj, lib=None):
@@ -298,71 +309,3 @@ def new_array(lib, shape, dtype, handle, like, func="dmlnumba"):
                 return cupy.empty(shape, dtype)
     refuse_capture(handle, func, "allocates new numba device arrays (pass out= arrays)")
     return _pool_array(shape, dtype, handle, like.device, func)
-
-
-def library_io(lib, v):
-    """For repeated default calls of library ``lib`` (PyTorch, CuPy or numba) on
-    inputs on ``v``'s device (current when the functions are called): ``(address
-    of an input, the current stream's handle, allocator, scratch)``;
-    ``allocator(shape, dtype)`` gives a function of no arguments that makes a new
-    C-contiguous array of that shape and dtype, and ``scratch`` is
-    :func:`scratch`'s ``(alloc, release)`` for the library.  The fast counterpart
-    of :func:`call_stream` and :func:`new_array` with ``stream=None``: bound
-    built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
-    library has them, so a call runs few Python frames of its own.  CuPy calls
-    reach it only where the current device is the input's (see
-    ``dmlnumba.keys._layout_key``)."""
-    dev = v.device
-    if lib == "torch":
-        torch = torch_module()
-        empty, dtypes = torch.empty, torch_of
-
-        def allocator(shape, dt):
-            # new_empty of a template with no elements (and no memory), which gives the
-            # dtype and device without keywords to parse; the sizes unpacked, which
-            # PyTorch parses faster than a tuple.
-            return functools.partial(empty(0, dtype=dtypes[dt], device=dev).new_empty, *shape)
-
-        return (
-            torch.Tensor.data_ptr,
-            functools.partial(torch_current_stream(torch), dev),
-            allocator,
-            scratch("torch", dev),
-        )
-    if lib == "cupy":
-        import cupy
-
-        get = cupy.cuda.get_current_stream
-        return (
-            operator.attrgetter("data.ptr"),
-            (lambda: get().ptr),
-            # The ndarray constructor, which cupy.empty calls from a Python frame.
-            (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
-            scratch("cupy", dev),
-        )
-
-    def numba_alloc(shape, dt):
-        # Bound once: the pool's allocation on the legacy stream, and numba's array
-        # made by copying one made once (numba_array_maker).
-        from .._internals import numba_array_maker
-
-        n = dt.itemsize
-        for d in shape:
-            n *= d
-        take = functools.partial(pool(dev).allocate, max(n, 1), stream=core_stream(0))
-        make = numba_array_maker(numba_context(dev), tuple(shape), dt)
-
-        def new():
-            buf = take()
-            return make(int(buf.handle), buf)
-
-        return new
-
-    from .._internals import numba_pointer
-
-    return (
-        numba_pointer,
-        (lambda: 0),
-        numba_alloc,
-        scratch(None, dev),
-    )
