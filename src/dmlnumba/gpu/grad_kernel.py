@@ -21,7 +21,7 @@ from .warp import agent
 copy_rows = cuda.jit(device=True)(rows_copier(G))
 
 #: Elements each thread has in flight.
-GRAD_LOADS = 4
+GRAD_LOADS = 8
 
 
 @agent
@@ -69,10 +69,10 @@ def make_grad(item, loads=GRAD_LOADS):
         cuda.syncthreads()
         v = cuda.local.array(loads, item)
         last = ndim - 1
-        inner = int64(shape[last])
-        low = int64(lows[last])
+        inner = int32(shape[last])
+        low = int32(lows[last])
         step = int32(spacing[last])
-        reach = int64(counts[last] * spacing[last])  # past the window's last index, less low
+        reach = int32(counts[last] * spacing[last])  # past the window's last index, less low
         gs = int64(gsteps[last])
         nl = last - 1 if last > 0 else 0  # the next-to-last dimension (its values unused
         n_outer = int64(shape[nl]) if last > 0 else int64(1)  # where the output is 1-d)
@@ -87,11 +87,11 @@ def make_grad(item, loads=GRAD_LOADS):
         seg = int64(p[G.seg])
         nseg = int64(p[G.nseg])
         items = int64(p[G.items])
-        bx = int64(cuda.blockDim.x)
+        bx = int32(cuda.blockDim.x)
         w = int64(cuda.blockIdx.x)
         while w < items:
             grp = w // nseg
-            j0 = (w - grp * nseg) * seg + cuda.threadIdx.x
+            j0 = int32((w - grp * nseg) * seg + cuda.threadIdx.x)
             r = grp * group
             r_end = min(r + group, rows)
             inside, src_outer, e = locate(r, last, shape, lows, spacing, counts, gsteps)
@@ -99,25 +99,29 @@ def make_grad(item, loads=GRAD_LOADS):
             k = e // sp_n if e >= 0 else int64(-1)  # the window's index there, and the
             ph = e - k * sp_n if e >= 0 else int64(-1)  # rows past it (-1: before it)
             while r < r_end:
-                row_in = inside and ph == 0 and k < cnt_n
-                srow = g_base + src_outer + k * gs_n
-                for u in range(loads):
-                    j = j0 + u * bx
-                    x = item(0)
-                    f = j - low
-                    if row_in and j < inner and f >= 0 and f < reach:
-                        if step == 1:
-                            x = src[srow + f * gs]
-                        else:
-                            q = int32(f) // step
-                            if int32(f) == q * step:
-                                x = src[srow + int64(q) * gs]
-                    v[u] = x
                 o = out_base + r * inner
-                for u in range(loads):
-                    j = j0 + u * bx
-                    if j < inner:
-                        dst[o + j] = v[u]
+                if inside and ph == 0 and k < cnt_n:  # a row of the window: read it
+                    srow = g_base + src_outer + k * gs_n
+                    for u in range(loads):
+                        f = int32(j0 + u * bx - low)
+                        x = item(0)
+                        if f >= 0 and f < reach:
+                            if step == 1:
+                                x = src[srow + f * gs]
+                            else:
+                                q = f // step
+                                if f == q * step:
+                                    x = src[srow + q * gs]
+                        v[u] = x
+                    for u in range(loads):
+                        j = j0 + u * bx
+                        if j < inner:
+                            dst[o + j] = v[u]
+                else:  # zeros only
+                    for u in range(loads):
+                        j = j0 + u * bx
+                        if j < inner:
+                            dst[o + j] = item(0)
                 r += 1
                 c += 1
                 if c >= n_outer:  # the next-to-last dimension wraps: divide again

@@ -266,7 +266,7 @@ class GradPlan(_Plan):
         gsteps = tuple(t * s for t, s in zip(read_steps, sstr))
         g_base = sbase + sum(a * s for a, s in zip(read_starts, sstr))
         blocks, threads, geo = grad_grid(shape)
-        self.params = pack(
+        params = pack(
             GRAD_CUDA,
             shape=shape,
             lows=lows,
@@ -278,6 +278,7 @@ class GradPlan(_Plan):
             out_base=0,
             **geo,
         )
+        self.params = tuple(params.tolist())
         self.slo, self.sspan, self.bits = slo, sspan, 8 * g.itemsize
         self.dspan = 1
         for n in shape:
@@ -286,7 +287,10 @@ class GradPlan(_Plan):
 
     def _make(self, spec, handle, ctx):
         k = launch.kernel("grad", self.bits)
-        return launch.launcher(k, self.grid[0], (self.grid[1], 1), handle, ctx, self.params)
+        items, threads = self.grid
+        # At most one wave of resident blocks, each going on to the next work items.
+        blocks = items if SIM else min(items, launch.resident_blocks(k, ctx, threads))
+        return launch.launcher(k, blocks, (threads, 1), handle, ctx, self.params)
 
     def launch(self, handle, gp, op, ctx=0):
         """Write the output at ``op`` from the gradient at ``gp`` on stream ``handle``."""
