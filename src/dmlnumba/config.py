@@ -126,15 +126,6 @@ CUDA_SLICE_32BIT_REGISTERS = 80
 #: window (docs/PERFORMANCE.md).
 CUDA_SLICE_GATHER = 1
 
-#: CUDA slice_grad: 1 writes a C-contiguous output in one pass, every element once
-#: (the gradient's or zero, :mod:`dmlnumba.gpu.grad_kernel`); 0 zeroes it, then
-#: copies the gradient into the window (as outputs of other layouts are written).
-CUDA_GRAD_ONE_PASS = 1
-
-#: CUDA slice_grad: about how many output elements (consecutive rows) a work item of
-#: the one-pass kernel writes.
-CUDA_GRAD_ITEM = 8192
-
 #: The measurements behind the CUDA settings are in docs/PERFORMANCE.md ("Settings").
 
 
@@ -159,8 +150,6 @@ _RANGES = {
     "CUDA_SLICE_32BIT_BELOW": (0, 1 << 31, 1),
     "CUDA_SLICE_32BIT_REGISTERS": (0, 255, 1),
     "CUDA_SLICE_GATHER": (0, 1, 1),
-    "CUDA_GRAD_ONE_PASS": (0, 1, 1),
-    "CUDA_GRAD_ITEM": (1, 1 << 30, 1),
 }
 
 #: What was wrong with the environment's settings (None: nothing); every call

@@ -89,24 +89,6 @@ SLICE_GATHER_CUDA = declare(
     ),
 )
 
-#: The CUDA slice_grad kernel's block (see :mod:`dmlnumba.gpu.grad_kernel`): the
-#: output's shape, and per dimension the window (its first index, the spacing of its
-#: indices, their count) and the gradient's step from one window index to the next.
-GRAD_CUDA = declare(
-    "GradCuda",
-    rows=("shape", "lows", "spacing", "counts", "gsteps"),
-    scalars=(
-        "ndim",
-        "g_base",  # index of the gradient element written at the window's first index
-        "out_base",  # index of the output's element 0 in the flat destination
-        "rows",  # rows of the output's outer dimensions
-        "group",  # consecutive rows a work item writes
-        "seg",  # elements of a row a work item writes (its threads times the loads)
-        "nseg",  # work items across a row
-        "items",
-    ),
-)
-
 #: The CUDA nonzero kernel's block (see :mod:`dmlnumba.gpu.nonzero_kernel`).
 NONZERO_CUDA = declare(
     "NonzeroCuda",

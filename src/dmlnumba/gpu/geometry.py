@@ -5,7 +5,6 @@ within the kernels' fixed shared-memory policy (:mod:`.policy`)."""
 from .. import config
 from ..layout import divisor32, extent
 from ..params import MAXD, SLICE_CUDA, SLICE_GATHER_CUDA, pack
-from .grad_kernel import GRAD_LOADS
 from .policy import MAX_MASKS, MAX_MASKS_TRANSPOSED
 from .slice_kernel import LOADS
 
@@ -154,22 +153,3 @@ def gather_grid(geometry, threads, loads):
 def wave_fill(tiles, slots):
     """The share of the tile slots of the waves ``tiles`` tiles take that they fill."""
     return tiles / (-(-tiles // slots) * slots)
-
-
-def grad_grid(shape):
-    """``(blocks, threads, fields)`` of a slice_grad launch over a C-contiguous output of
-    ``shape`` (:mod:`~dmlnumba.gpu.grad_kernel`): enough threads across a row that each
-    writes ``GRAD_LOADS`` of its elements (32 to ``CUDA_THREADS``), a work item of
-    consecutive rows holding about ``CUDA_GRAD_ITEM`` elements, one block a work item
-    (at most ``2**31 - 1``; the blocks go on to the next ones)."""
-    inner = shape[-1]
-    rows = 1
-    for n in shape[:-1]:
-        rows *= n
-    threads = min(config.CUDA_THREADS, 32 * -(-inner // (32 * GRAD_LOADS)))
-    seg = threads * GRAD_LOADS
-    nseg = -(-inner // seg)
-    group = max(1, min(rows, config.CUDA_GRAD_ITEM // min(seg, inner)))
-    items = -(-rows // group) * nseg
-    fields = {"rows": rows, "group": group, "seg": seg, "nseg": nseg, "items": items}
-    return min(items, (1 << 31) - 1), threads, fields

@@ -12,10 +12,10 @@ from .. import config
 from .._internals import array_arg
 from ..caches import Bounded
 from ..layout import c_strides, divisor, divisor32, extent, slice_geometry
-from ..params import GRAD_CUDA, NONZERO_CUDA, pack
+from ..params import NONZERO_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
-from .geometry import gather_grid, grad_grid, nonzero_tiling, slice_spec, slice_tiles
+from .geometry import gather_grid, nonzero_tiling, slice_spec, slice_tiles
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, RING, STAGE_WORDS
 from .sim import SIM
@@ -254,54 +254,6 @@ class SlicePlan(_Plan):
             go(sp, dp)
 
 
-class GradPlan(_Plan):
-    """A slice_grad of one shape (:mod:`.grad_kernel`): the gradient's layout, the
-    window's elements of the output (``lows``, ``spacing``, the gradient's shape) and
-    where the gradient is read from (``read_starts``, ``read_steps``), into a
-    C-contiguous output of ``shape``."""
-
-    def __init__(self, g, lows, spacing, read_starts, read_steps, shape):
-        super().__init__()
-        slo, sspan, sbase, sstr = extent(g.shape, g.strides, g.itemsize)
-        gsteps = tuple(t * s for t, s in zip(read_steps, sstr))
-        g_base = sbase + sum(a * s for a, s in zip(read_starts, sstr))
-        blocks, threads, geo = grad_grid(shape)
-        params = pack(
-            GRAD_CUDA,
-            shape=shape,
-            lows=lows,
-            spacing=spacing,
-            counts=g.shape,
-            gsteps=gsteps,
-            ndim=len(shape),
-            g_base=g_base,
-            out_base=0,
-            **geo,
-        )
-        self.params = tuple(params.tolist())
-        self.slo, self.sspan, self.bits = slo, sspan, 8 * g.itemsize
-        self.dspan = 1
-        for n in shape:
-            self.dspan *= n
-        self.grid = (blocks, threads)
-
-    def _make(self, spec, handle, ctx):
-        k = launch.kernel("grad", self.bits)
-        items, threads = self.grid
-        # At most one wave of resident blocks, each going on to the next work items.
-        blocks = items if SIM else min(items, launch.resident_blocks(k, ctx, threads))
-        return launch.launcher(k, blocks, (threads, 1), handle, ctx, self.params)
-
-    def launch(self, handle, gp, op, ctx=0):
-        """Write the output at ``op`` from the gradient at ``gp`` on stream ``handle``."""
-        go = self.launcher(0, handle, ctx)
-        if SIM:
-            n = self.bits // 8
-            go(_arg(gp + self.slo, self.sspan, n), _arg(op, self.dspan, n))
-        else:
-            go(gp + self.slo, op)
-
-
 # ------------------------------------------------------------------------- plans
 
 _plans = Bounded()
@@ -327,14 +279,4 @@ def slice_plan(x, starts, steps, out, fill=False):
     p = _plans.get(key)
     if p is None:
         p = _plans.put(key, SlicePlan(x, starts, steps, out, fill))
-    return p
-
-
-def grad_plan(g, lows, spacing, read_starts, read_steps, shape):
-    """The plan of a slice_grad of these layouts (kept per layouts and settings
-    generation)."""
-    key = ("grad", _layout(g), lows, spacing, read_starts, read_steps, shape, config.GENERATION)
-    p = _plans.get(key)
-    if p is None:
-        p = _plans.put(key, GradPlan(g, lows, spacing, read_starts, read_steps, shape))
     return p

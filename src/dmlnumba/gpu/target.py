@@ -22,7 +22,6 @@ import sys
 import numpy as np
 from numba import cuda
 
-from .. import config
 from .. import grad as _grad
 from .. import target as _shared
 from ..arrays import library
@@ -38,7 +37,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     upload,
     zero_bytes,
 )
-from .plans import _arg, grad_plan, nonzero_plan, slice_plan
+from .plans import _arg, nonzero_plan, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
 from .runners import slice_grad_runner as grad_runner
 from .sim import SIM
@@ -181,30 +180,10 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
 
 
 def slice_grad(g, starts, steps, out, stream, zeroed=False):
-    """slice_grad's writes: into a C-contiguous output, one pass of the slice_grad
-    kernel (:class:`~dmlnumba.gpu.plans.GradPlan`: every element written once); into
-    any other, :func:`dmlnumba.grad.scatter` (zeros, then one SLICE1 copy into the
-    window's view)."""
-    if not (config.CUDA_GRAD_ONE_PASS and _one_pass(out)):
-        _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
-        return
-    lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
-    with _context(g):
-        x, buf = _materialize(g, stream, "slice_grad")
-        plan = grad_plan(x, lows, spacing, read_starts, read_steps, tuple(out.shape))
-        plan.launch(stream, x.ptr, out.ptr)
-        _release(buf, stream)
-
-
-def _one_pass(out):
-    """Whether the one-pass kernel writes ``out``: C-contiguous, rows below 2**31."""
-    if out.shape[-1] >= 1 << 31:
-        return False
-    return all(n == 1 or s == c for n, s, c in zip(out.shape, out.strides, _c_bytes(out)))
-
-
-def _c_bytes(v):
-    return tuple(s * v.itemsize for s in c_strides(tuple(v.shape)))
+    """slice_grad's writes: :func:`dmlnumba.target.scatter` (a memset, then one SLICE1
+    copy into the window's view).  A one-pass kernel (each output element written
+    once, the gather kernel's shape) took 1.5-2.2x the time (docs/PERFORMANCE.md)."""
+    _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
 def slice_grad_runner(g, starts, steps, shape, lib, out=None):
