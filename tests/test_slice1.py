@@ -265,7 +265,7 @@ def test_cuda_slice_kernel_variants(below, gather, monkeypatch):
         if gather and below and nbits == 32:
             assert variants[-1] == ("gather", 32, (False, 0))
         else:
-            assert variants[-1] == ("slice", nbits, (below > 0, swap, loads))
+            assert variants[-1] == ("slice", nbits, (below > 0, swap, loads, False))
         buf = np.zeros(want.shape + (2,), np.float32)  # into every other element
         out = device_view(to_device(buf, "cuda"), lambda a: a[..., 0], buf)
         dmlnumba.slice1(to_device(x, "cuda"), *dmlnumba.window(x.shape, idx), out=out)
