@@ -311,3 +311,38 @@ def test_repeats_into_given_outputs(kind):
             g, out = dbuf[g_at : g_at + m], dbuf[o_at : o_at + n]
         assert dmlnumba.slice_grad(g, (n,), *w, out=out) is out
         np.testing.assert_array_equal(host(), want)
+
+
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+@pytest.mark.parametrize("given", [False, True])
+def test_repeats_zeroing_box_by_box(kind, given):
+    """A repeat whose window's complement is zeroed box by box (large windows; here
+    forced) takes the runner the first call kept, into new outputs and into given
+    ones of poisoned values: every element outside the window zeroed each call."""
+    from dmlnumba import keys
+
+    if "cuda" not in DEVICES:
+        pytest.skip("needs CUDA")
+    if kind == "cupy":
+        xp = pytest.importorskip("cupy")
+        dev, host = xp.asarray, xp.asnumpy
+    else:
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA PyTorch")
+        dev, host = (lambda a: torch.from_numpy(a).cuda()), (lambda t: t.cpu().numpy())
+    shape, w = (6, 9, 16), ((1, 0, 2), (5, 9, 13), (-2, 3, 1))
+    m = tuple(1 + (s - 1) // abs(t) for s, t in zip(w[1], w[2]))
+    rng = np.random.default_rng(5)
+    out = dev(np.full(shape, 7, np.float32)) if given else None
+    with _zeros_by_box(True):
+        for k in range(3):
+            g_host = rng.standard_normal(m).astype(np.float32) + k
+            g = dev(g_host)
+            if given:
+                out[...] = 7
+            got = dmlnumba.slice_grad(g, shape, *w, out=out)
+            assert got is out or not given
+            np.testing.assert_array_equal(host(got), slice_grad_reference(g_host, shape, *w))
+        key = keys.slice_grad(g, shape, *w, out, None, None)
+    assert key[1] is not None  # kept by the first call, found by the repeats

@@ -162,15 +162,16 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
     return _copy_runner(x, starts, steps, tuple(out_shape), lib, out, "slice1")
 
 
-def slice_grad_runner(x, starts, steps, shape, lib, out=None):
-    """A repeated slice_grad (see :func:`slice1_runner`): a memset of the output (none
-    where the window covers it), then one SLICE1 launch of the gradient into the
-    window's elements.  ``out`` must fill its bytes (no memset zeroes the gaps of
-    one that does not: None, no runner)."""
+def slice_grad_runner(x, starts, steps, shape, lib, out=None, boxes=()):
+    """A repeated slice_grad (see :func:`slice1_runner`): the output zeroed (a memset,
+    none where the window covers it; or with ``boxes``, the window's complement box by
+    box, :func:`dmlnumba.grad.zero_boxes`), then one SLICE1 launch of the gradient
+    into the window's elements.  ``out`` must fill its bytes (no memset zeroes the
+    gaps of one that does not: None, no runner)."""
     if out is not None and out.span()[1] - out.span()[0] != out.size * out.itemsize:
         return None
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, x.shape)
-    window = (lows, spacing, x.shape)
+    window = (lows, spacing, x.shape, boxes)
     return _copy_runner(x, read_starts, read_steps, tuple(shape), lib, out, "slice_grad", window)
 
 
@@ -178,8 +179,10 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
     """The runner of a SLICE1 copy from ``x`` (``starts``, ``steps``) into an output of
     ``shape`` (new from the library's allocator, or laid out like the first call's
     checked ``out``): the copy into the whole output (slice1), or with ``window``
-    (slice_grad's ``(lows, spacing, shape)``) the output zeroed by a memset, then the
-    copy into the window's view of it.  None where calls like this one take none."""
+    (slice_grad's ``(lows, spacing, shape, boxes)``) the output zeroed (by a memset, or
+    where ``boxes`` lists the window's complement, by the slice tiles storing zeros
+    box by box), then the copy into the window's view of it.  None where calls like
+    this one take none."""
     if not _fast_ok(x, lib):
         return None
     dev = x.device
@@ -189,10 +192,14 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
     o, oget, orr, mark = (_new_view(shape, x.dtype), ptr_of, None, False)
     if out is not None:
         o, oget, orr, mark = _given(out)
-    dst, nbytes, low = o, 0, 0
+    dst, nbytes, low, fills = o, 0, 0, []
     if window is not None:
+        *window, boxes = window
         dst = strided_view(o, *window)  # (its address: the window's offset in the output)
-        if o.size != x.size:  # (a window as large as the output covers it)
+        for box in boxes:  # (their addresses too: offsets in the output)
+            v = strided_view(o, *box)
+            fills.append((slice_plan(v, (0,) * v.ndim, (1,) * v.ndim, v, True).launch, v.ptr))
+        if o.size != x.size and not boxes:  # (a window as large as the output covers it)
             nbytes, low = o.size * x.itemsize, o.span()[0]
     off = dst.ptr
     xr = None if x.host is not None or out is None else _bare(x).span()
@@ -213,6 +220,8 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
             return None
         if nbytes:
             zero_bytes(op + low, nbytes, h)
+        for fill, at in fills:
+            fill(h, op + at, op + at, ctx)
         go(h, xp, op + off, ctx)
         if buf is not None:
             _release(buf, h)

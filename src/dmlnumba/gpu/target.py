@@ -187,13 +187,12 @@ def slice_grad(g, starts, steps, out, stream, zeroed=False):
 
 
 def slice_grad_runner(g, starts, steps, shape, lib, out=None):
-    """A repeated slice_grad (:func:`~dmlnumba.gpu.runners.slice_grad_runner`), or None
-    where the call zeroes the window's complement box by box (windows of tens of MiB,
-    whose host time is small beside the copy's)."""
+    """A repeated slice_grad (:func:`~dmlnumba.gpu.runners.slice_grad_runner`), zeroing
+    the window's complement box by box where :func:`dmlnumba.grad.zero_boxes` says
+    so, else the whole output; None where the call keeps none."""
     lows, spacing, _, _ = scatter_window(starts, steps, g.shape)
-    if _grad.zero_boxes(_self, g, lows, spacing, shape):
-        return None
-    return grad_runner(g, starts, steps, shape, lib, out)
+    boxes = _grad.zero_boxes(_self, g, lows, spacing, shape)
+    return grad_runner(g, starts, steps, shape, lib, out, tuple(boxes))
 
 
 def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
