@@ -2,6 +2,8 @@
 odd layouts, many tiles, every bit width, and slice_grad (its outputs zeroed, then
 written by slice1's kernel); each result is checked against NumPy."""
 
+import sys
+
 import numpy as np
 from numba import cuda
 
@@ -146,11 +148,13 @@ print(f"{n_ok} cases ok (with a CUDA graph, numba and NumPy inputs)")
 
 # slice_grad: the output zeroed, then the gradient copied into the window's view of it.
 # Windows with negative strides on numba arrays of every bit width, into a new output
-# (a memset) and into an out= that is a non-contiguous view (zeroed by a SLICE1
-# broadcast of one zero element; the gaps between its elements must stay as they
-# were); a window as large as the output (nothing zeroed); a gradient that overlaps
-# its out= (copied first); then float16 and bfloat16 PyTorch tensors, into new and
-# non-contiguous outputs.  Compared as bits: fill() draws NaNs and -0.0.
+# (a memset) and into an out= that is a non-contiguous view (zeroed by the slice tiles
+# storing zeros; the gaps between its elements must stay as they were); a window as
+# large as the output (nothing zeroed); a gradient that overlaps its out= (copied
+# first); float16 and bfloat16 PyTorch tensors, into new and non-contiguous outputs;
+# then the window's complement zeroed box by box (large windows' way, forced here),
+# by the full path and by the runner a repeat takes, into new and poisoned given
+# outputs.  Compared as bits: fill() draws NaNs and -0.0.
 for dtype in ["float64", "float32", "float16", "int8"]:
     u = np.dtype(f"u{np.dtype(dtype).itemsize}")
     x = fill(rng, dtype, 5 * 7 * 33, 0.5).reshape(5, 7, 33)
@@ -191,5 +195,24 @@ for tdt in (torch.float16, torch.bfloat16):
     back = big.cpu().numpy()
     assert (back[:, :, ::2] == want).all() and (back[:, :, 1::2] == 7).all()
     n_ok += 2
+gpu_target = sys.modules["dmlnumba.gpu.target"]
+saved, gpu_target.ZERO_BOX_BYTES = gpu_target.ZERO_BOX_BYTES, 0
+for dtype in ["float32", "float64", "int16", "uint8"]:
+    h = fill(rng, dtype, 6 * 9 * 48, 0.5).reshape(6, 9, 48)
+    for idx in (np.s_[5:0:-2, ::3, :], np.s_[1::2, ::-2, 3:40:3]):
+        w = dmlnumba.window(h.shape, idx)
+        u = np.dtype(f"u{h.itemsize}")
+        want = np.zeros(h.shape, u)
+        want[idx] = h[idx].view(u)
+        gt = torch.from_numpy(np.ascontiguousarray(h[idx]).view(u).view(h.dtype)).cuda()
+        out = torch.empty(h.shape, dtype=gt.dtype, device="cuda")
+        for _ in range(3):  # the full path, then the runner it kept
+            r = dmlnumba.slice_grad(gt, h.shape, *w[:3])
+            out.fill_(7)
+            dmlnumba.slice_grad(gt, h.shape, *w[:3], out=out)
+            for res in (r, out):
+                assert (res.cpu().numpy().view(u) == want).all()
+            n_ok += 2
+gpu_target.ZERO_BOX_BYTES = saved
 cuda.synchronize()
 print(f"{n_ok} cases ok (with slice_grad)")
