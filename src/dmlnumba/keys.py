@@ -134,8 +134,9 @@ def _int_params(*params):
 def _layout_key(input, device, stream):
     """The layout part of a repeated call's key, for calls into new outputs on the
     input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
-    device), PyTorch CUDA tensors, CuPy arrays and numba device arrays.  None for
-    anything else (those calls take the full path every time)."""
+    device), PyTorch tensors (CUDA ones, and CPU ones that do not require grad),
+    CuPy arrays and numba device arrays.  None for anything else (those calls take
+    the full path every time)."""
     if stream is not None:
         return None
     tp = type(input)
@@ -153,8 +154,12 @@ def _layout_key(input, device, stream):
         return None
     lib = library(input)
     if lib == "torch":
-        if not input.is_cuda or input.is_neg():
+        if input.is_neg() or input.is_conj():
             return None
+        if not input.is_cuda and (
+            input.requires_grad or input.layout is not _modules["torch"].strided
+        ):
+            return None  # (a CPU tensor's runner reads its memory: Tensor.numpy)
         return (
             tp,
             input.dtype,

@@ -13,7 +13,7 @@ from ..layout import uint_of_size
 from ..params import NONZERO_CPU, pack
 from . import compiling, process
 from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
-from .views import element_layout, flat_view, reader
+from .views import element_layout, flat_view, reader, torch_runner
 
 #: argwhere of at most this many elements writes its rows into a worst-case buffer
 #: (at most 4 MiB: this many rows of 8 columns) and keeps the rows used: one kernel
@@ -116,11 +116,13 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     either given, a call where an output may overlap the input or the other output
     returns None, having written nothing (the full path then decides: a copy
     through new arrays, or an error); None (no runner) for calls with no rows to
-    write (an empty input, no columns or rows)."""
+    write (an empty input, no columns or rows).  ``lib``: as for slice1's."""
     n = x.size
     u = np.dtype(uint_of_size(dtype.itemsize))
     shape = (rows, width)
     given = oc is not None or ox is not None
+    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner, new outputs only
+        return None if given else torch_runner(nonzero_runner(x, width, dtype, rows))
     if given and not (n and width and rows):
         return None
     if n == 0:

@@ -10,7 +10,7 @@ from .. import config
 from ..interop import torch_written
 from ..layout import c_strides, slice_geometry, uint_of_size
 from . import compiling, process, threads
-from .views import flat_view, reader
+from .views import flat_view, reader, torch_runner
 
 _ndarray = np.ndarray
 
@@ -52,8 +52,8 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     """A function that runs this validated slice1 call on any input laid out like
     ``x`` (same dtype, shape and strides), with the layout work done once.
     :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``: the input's
-    library, as for :func:`dmlnumba.gpu.target.slice1_runner` (only plain NumPy
-    arrays reach this target's runners, so None).
+    library: None (NumPy), or ``"torch"`` (a PyTorch CPU tensor: the NumPy runner
+    over its memory, :func:`~dmlnumba.cpu.views.torch_runner`; new outputs only).
 
     ``out``: None for calls into new arrays, whose function of ``x`` returns one; or
     the NumPy view of the first call's checked ``out`` (:func:`dmlnumba.target.check_out`),
@@ -62,6 +62,8 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     may share memory (:func:`overlaps`) and the kernel would copy (the full path,
     :func:`slice1`, then copies through a buffer).  None (no runner) for an empty
     ``out``."""
+    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner, new outputs only
+        return None if out is not None else torch_runner(slice1_runner(x, starts, steps, out_shape))
     dtype = x.dtype
     u = uint_of_size(dtype.itemsize)
     size = 1

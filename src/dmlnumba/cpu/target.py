@@ -21,6 +21,7 @@ from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, slice1, slice1_runner
 from .threads import one_thread
+from .views import torch_runner
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -225,8 +226,10 @@ def argwhere_call(c):
     """The compact rows: an input of at most :data:`ARGWHERE_BUFFER_MAX` elements
     through a worst-case buffer, a larger one counted first (:func:`argwhere`)."""
     run = argwhere_runner(c.x)
-    if c.key is not None:
+    if c.key is not None and c.lib is None:
         c.keep(run)
+    elif c.key is not None and not (c.zero_d or c.transposed):  # a PyTorch CPU tensor's
+        c.keep(torch_runner(run))
     rows = run(c.x)
     if c.zero_d:
         rows = rows[:, :0]

@@ -3,6 +3,8 @@ elements, with the index of element 0 in it and element strides (see
 :mod:`dmlnumba.layout`), and readers that make such views of repeated inputs the
 quick way."""
 
+import sys
+
 import numpy as np
 
 from ..layout import c_strides, extent, uint_of_size
@@ -103,3 +105,19 @@ def reader(x):
             return lambda x: x.ravel("K").view(u)
         return lambda x: x[flip].ravel("K").view(u)
     return lambda x: flat_view(x)[0]
+
+
+def torch_runner(run):
+    """A runner of NumPy arrays into new outputs as one of PyTorch CPU tensors: each
+    input's memory read in place (``Tensor.numpy``, no copy), the new outputs given
+    back as tensors over theirs (``torch.from_numpy``), as the full path gives them."""
+    torch = sys.modules["torch"]
+    numpy, from_numpy = torch.Tensor.numpy, torch.from_numpy
+
+    def go(x):
+        r = run(numpy(x))
+        if type(r) is tuple:  # nonzero's (count, coordinates)
+            return from_numpy(r[0]), from_numpy(r[1])
+        return from_numpy(r)
+
+    return go

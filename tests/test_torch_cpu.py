@@ -1,0 +1,101 @@
+"""PyTorch CPU tensors: a repeated call of one layout takes the NumPy runner over the
+tensor's memory (``Tensor.numpy``, no copy) and gives tensors, as the full path does;
+tensors it cannot read in place (requiring grad, lazily negated, sparse) keep taking
+the full path.  Against NumPy, bit for bit."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dmlnumba
+from dmlnumba import keys
+
+from strategies import arrays, bits, slice1_reference, windows
+
+torch = pytest.importorskip("torch")
+
+# PyTorch holds these fully (its uint16/32/64 support is partial).
+TORCH_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8"]
+
+
+def _tensor(x):
+    """``x`` as a CPU tensor of the same layout (no negative strides in PyTorch)."""
+    if any(s < 0 for s in x.strides) or any(s == 0 for s in x.strides):
+        x = x.copy()
+    t = torch.from_numpy(np.array(x, copy=True) if not x.flags.writeable else x)
+    assert t.stride() == tuple(s // x.itemsize for s in x.strides)
+    return t
+
+
+def _others(x, rng):
+    """Another input of ``x``'s layout and dtype, other values."""
+    y = np.empty_like(x)
+    y[...] = np.roll(x.reshape(-1), 1).reshape(x.shape) if x.size else x
+    if y.dtype != bool and y.size:
+        y.reshape(-1)[rng.integers(0, y.size)] = 0
+    return y
+
+
+@given(data=st.data())
+def test_repeats_match_numpy(data):
+    """Both operators and argwhere, twice on tensors of one layout (the second call
+    takes the runner the first kept): NumPy's answer, as tensors of the full path's
+    dtypes, each call with outputs of its own."""
+    x = data.draw(arrays(dtypes=TORCH_DTYPES + ["bool"], max_dims=5))
+    x = x.copy(order=data.draw(st.sampled_from(["C", "F"])))
+    rng = np.random.default_rng(data.draw(st.integers(0, 9)))
+    params = data.draw(windows(x.shape))
+    results = []
+    for h in (x, _others(x, rng)):
+        t = _tensor(h)
+        sl = dmlnumba.slice1(t, *params) if h.dtype != bool else None
+        count, coords = dmlnumba.nonzero_coordinates(t)
+        arg = dmlnumba.argwhere(t)
+        for r in (count, coords, arg) + ((sl,) if sl is not None else ()):
+            assert type(r) is torch.Tensor and r.device.type == "cpu"
+        want = np.argwhere(h)
+        assert int(count[0]) == len(want)
+        np.testing.assert_array_equal(coords.numpy()[: len(want)], want)
+        np.testing.assert_array_equal(arg.numpy(), want)
+        if sl is not None:
+            np.testing.assert_array_equal(bits(sl.numpy()), bits(slice1_reference(h, *params)))
+        results.append((sl, count, coords, arg))
+    for i, (a, b) in enumerate(zip(*results)):
+        if a is not None:
+            assert a.dtype == b.dtype and (i == 3 or a.shape == b.shape)  # (argwhere's: its count)
+            assert a.numel() == 0 or b.numel() == 0 or a.data_ptr() != b.data_ptr()
+
+
+def test_a_repeat_takes_the_kept_runner():
+    t = torch.arange(24, dtype=torch.float32).reshape(4, 6).t()  # a transpose
+    w = ((1, 0), (5, 4), (2, -1))
+    dmlnumba.slice1(t, *w)
+    dmlnumba.nonzero_coordinates(t)
+    assert keys.slice1(t, *w, None, None, None, None)[1] is not None
+    assert keys.nonzero("nonzero_coordinates", t, None, np.uint32, None, None, None)[1]
+
+
+@pytest.mark.parametrize("kind", ["requires_grad", "negated", "sparse"])
+def test_tensors_not_read_in_place_take_the_full_path(kind):
+    h = np.array([[0.0, 1.5, -2.0], [3.0, 0.0, 0.25]], np.float32)
+    t = torch.from_numpy(h.copy())
+    if kind == "requires_grad":
+        t.requires_grad_(True)
+        want = h
+    elif kind == "negated":
+        t = torch._neg_view(t)
+        want = -h
+    else:
+        t = t.to_sparse()
+    key = keys.nonzero("nonzero_coordinates", t, None, np.uint32, None, None, None)[0]
+    assert key is None
+    if kind == "sparse":
+        with pytest.raises(TypeError, match=r"nonzero_coordinates\(\): input"):
+            dmlnumba.nonzero_coordinates(t)
+        return
+    for _ in range(2):
+        count, coords = dmlnumba.nonzero_coordinates(t)
+        assert int(count[0]) == 4
+        np.testing.assert_array_equal(coords.numpy()[:4], np.argwhere(want))
+        np.testing.assert_array_equal(dmlnumba.argwhere(t).numpy(), np.argwhere(want))
