@@ -1,7 +1,8 @@
 """Per-call time of small CUDA nonzero calls as users make them: a default call on a
 1000-element float32 input (50% non-zero), 1000 calls back to back then one sync,
 for PyTorch, CuPy and numba inputs and NumPy with ``device="cuda"``, beside a CUDA
-graph replay of the same call (PyTorch) and torch.nonzero; then the same calls into
+graph replay of the same call (PyTorch), torch.nonzero and torch.nonzero_static (the
+sync-free peer, 1000 rows); then the same calls into
 preallocated outputs of the input's library (``out_count=``/``out_coordinates=``),
 and slice1 of a (10, 10, 10) window of a (20, 20, 20) input without and with
 ``out=`` (PyTorch, CuPy, numba).  The contenders run interleaved
@@ -76,6 +77,7 @@ cases = {
     'NumPy, device="cuda"': lambda: dmlnumba.nonzero_coordinates(h, device="cuda"),
     "PyTorch, graph replay": g.replay,
     "torch.nonzero (syncs)": lambda: torch.nonzero(xt),
+    "torch.nonzero_static": lambda: torch.nonzero_static(xt, size=1000),
 }
 for k, (oc, ox) in outs.items():
     x = inputs[k]
@@ -98,6 +100,10 @@ for k, v in times.items():
 print(
     f"  {'sync, nothing, sync':24s} {empty.fmt('us')}  (30 times: the floor of a synchronized call)"
 )
+static = times["torch.nonzero_static"].median
+over = [k for k in times if not k.endswith(" out") and "torch." not in k and "graph" not in k]
+shown = "  ".join(f"{k} {times[k].median / static:.2f}" for k in over)
+print(f"  over torch.nonzero_static: {shown}")
 if args.profile:
     name = {"torch": "PyTorch", "cupy": "CuPy", "numba": "numba", "numpy": 'NumPy, device="cuda"'}
     f = cases[name.get(args.profile, args.profile)]

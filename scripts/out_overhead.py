@@ -1,10 +1,15 @@
-"""Per-call host time of small CPU calls into preallocated outputs beside the same
-calls into new ones: nonzero_coordinates of 1000 float32 elements (50% non-zero)
-with and without ``out_count=``/``out_coordinates=``, and slice1 of a (10, 10, 10)
-window with and without ``out=``, for NumPy and PyTorch CPU inputs (their outputs of
-the same library).  ``--old REF`` adds the same contenders from an older tree
-(:func:`harness.old_tree`), interleaved in one process.  Each line: median (min-max)
-over the rounds, then each contender's time over the default call's of its tree.
+"""Per-call host time of small CPU calls as users make them, beside their peers:
+nonzero_coordinates of 1000 float32 elements (50% non-zero) and slice1 of a
+(10, 10, 10) window with a reversed dimension of a (20, 20, 20) input, on NumPy
+arrays and PyTorch CPU tensors; default calls (window parameters as tuples, and as
+lists for slice1), calls into preallocated outputs of the input's library
+(``out_count=``/``out_coordinates=``, ``out=``), and the peers: ``numpy.argwhere``
+and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing and ``flip``.
+Every contender of an operator runs interleaved (:func:`harness.compare`), so the
+ratios printed after them come from one run: ``out`` over the default call of its
+library, ``list`` over ``tuple``, PyTorch's default over NumPy's, and each default
+call over its library's peer.  ``--old REF`` adds the default and ``out`` calls of
+an older tree (:func:`harness.old_tree`).  Median (min-max) over the rounds.
 
     python3 scripts/out_overhead.py [--old REF] [--rounds 15]
 """
@@ -22,38 +27,61 @@ ap.add_argument("--old")
 ap.add_argument("--rounds", type=int, default=15)
 args = ap.parse_args()
 
-trees = {"new": dmlnumba}
+trees = {"": dmlnumba}
 if args.old:
-    trees["old"] = harness.old_tree(args.old)
+    trees["old "] = harness.old_tree(args.old)
 
 rng = np.random.default_rng(0)
 h = rng.random(1000).astype(np.float32)
 h[h < 0.5] = 0
 cube = rng.random((20, 20, 20)).astype(np.float32)
-inputs = {"numpy": (h, cube), "torch": (torch.from_numpy(h), torch.from_numpy(cube))}
-window = ((2, 3, 4), (10, 10, 10), (1, 1, 1))
+t, tc = torch.from_numpy(h), torch.from_numpy(cube)
+window = ((2, 3, 4), (10, 10, 10), (-1, 1, 1))
+as_lists = tuple(list(p) for p in window)
+outs = {
+    "numpy": (np.empty(1, np.uint32), np.empty((1000, 1), np.uint32), np.empty((10,) * 3, "f4")),
+    "torch": (
+        torch.empty(1, dtype=torch.uint32),
+        torch.empty((1000, 1), dtype=torch.uint32),
+        torch.empty((10,) * 3),
+    ),
+}
+inputs = {"numpy": (h, cube), "torch": (t, tc)}
 
+nz, sl = {}, {}
+for tag, m in trees.items():
+    for lib, (x, c) in inputs.items():
+        oc, ox, os_ = outs[lib]
+        nz[f"{tag}{lib}"] = lambda m=m, x=x: m.nonzero_coordinates(x)
+        nz[f"{tag}{lib} out"] = lambda m=m, x=x, oc=oc, ox=ox: m.nonzero_coordinates(
+            x, out_count=oc, out_coordinates=ox
+        )
+        sl[f"{tag}{lib}"] = lambda m=m, c=c: m.slice1(c, *window)
+        sl[f"{tag}{lib} out"] = lambda m=m, c=c, os_=os_: m.slice1(c, *window, out=os_)
+        if not tag:
+            sl[f"{lib} list"] = lambda c=c: dmlnumba.slice1(c, *as_lists)
+nz["numpy.argwhere"] = lambda: np.argwhere(h)
+nz["torch.nonzero"] = lambda: torch.nonzero(t)
+sl["numpy slice+copy"] = lambda: cube[11:1:-1, 3:13, 4:14].copy()
+sl["torch slice+flip"] = lambda: tc[2:12, 3:13, 4:14].flip(0)
+
+ratios = [
+    ("numpy out", "numpy"),
+    ("torch out", "torch"),
+    ("torch", "numpy"),
+    ("numpy list", "numpy"),
+    ("torch list", "torch"),
+]
 print(f"{args.rounds} interleaved rounds; us a call: median (min-max)")
-for lib, (x, c) in inputs.items():
-    new = (lambda s, d: torch.empty(s, dtype=d)) if lib == "torch" else np.empty
-    u32, f32 = (torch.uint32, torch.float32) if lib == "torch" else (np.uint32, np.float32)
-    oc, ox, os_ = new((1,), u32), new((1000, 1), u32), new((10, 10, 10), f32)
-    for op in ("nonzero", "slice1"):
-        cases = {}
-        for tag, m in trees.items():
-            if op == "nonzero":
-                cases[f"{tag} default"] = lambda m=m: m.nonzero_coordinates(x)
-                cases[f"{tag} out"] = lambda m=m: m.nonzero_coordinates(
-                    x, out_count=oc, out_coordinates=ox
-                )
-            else:
-                cases[f"{tag} default"] = lambda m=m: m.slice1(c, *window)
-                cases[f"{tag} out"] = lambda m=m: m.slice1(c, *window, out=os_)
-        st = harness.compare(cases, args.rounds)
-        print(f"{lib} {op}:")
-        for tag in trees:
-            d, o = st[f"{tag} default"], st[f"{tag} out"]
-            print(
-                f"  {tag:4s} default {d.fmt('us')}  out {o.fmt('us')}  out/default "
-                f"{o.median / d.median:.2f}"
-            )
+for op, cases, peers in (
+    ("nonzero_coordinates", nz, {"numpy": "numpy.argwhere", "torch": "torch.nonzero"}),
+    ("slice1", sl, {"numpy": "numpy slice+copy", "torch": "torch slice+flip"}),
+):
+    st = harness.compare(cases, args.rounds)
+    print(f"{op}:")
+    for k, s in st.items():
+        print(f"  {k:18s} {s.fmt('us')}")
+    pairs = ratios + [(lib, peer) for lib, peer in peers.items()]
+    pairs += [(f"old {a}", f"old {b}") for a, b in ratios if "list" not in a] if args.old else []
+    shown = [f"{a}/{b} {st[a].median / st[b].median:.2f}" for a, b in pairs if a in st]
+    print("  " + "  ".join(shown))

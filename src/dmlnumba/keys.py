@@ -322,7 +322,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     if id_key is not None and not all(p is None or type(p) is tuple for p in params):
         id_key = None
     value_key = None
-    # The input's layout first: an input that keeps no runner (a PyTorch CPU tensor)
+    # The input's layout first: an input that keeps no runner (a JAX array)
     # pays for no more; an output's layout last, as nonzero's.
     layout = _layout_key(input, device, stream)
     ints = _int_params(*params) if layout is not None else None
