@@ -99,3 +99,34 @@ def test_tensors_not_read_in_place_take_the_full_path(kind):
         assert int(count[0]) == 4
         np.testing.assert_array_equal(coords.numpy()[:4], np.argwhere(want))
         np.testing.assert_array_equal(dmlnumba.argwhere(t).numpy(), np.argwhere(want))
+
+
+def test_repeats_into_given_tensors():
+    """Repeats into PyTorch CPU outputs of one layout take the runner the first call
+    kept: each writes the caller's tensors (PyTorch's version counter moves, as for
+    its in-place ops) and returns them; an ``out=`` that overlaps the input takes the
+    full path, which reads the window whole first."""
+    rng = np.random.default_rng(2)
+    count = torch.zeros(1, dtype=torch.int64)
+    coords = torch.zeros((24, 2), dtype=torch.int64)
+    out = torch.full((3, 2), -1.0)
+    w = ((0, 0), (3, 4), (-1, 2))
+    for _ in range(3):
+        h = np.where(rng.random((4, 6)) < 0.5, rng.standard_normal((4, 6)), 0).astype(np.float32)
+        t = torch.from_numpy(h)
+        v0, v1 = count._version, out._version
+        got = dmlnumba.nonzero_coordinates(
+            t, dtype=np.int64, out_count=count, out_coordinates=coords
+        )
+        assert got[0] is count and got[1] is coords and count._version > v0
+        want = np.argwhere(h)
+        assert int(count[0]) == len(want)
+        np.testing.assert_array_equal(coords.numpy()[: len(want)], want)
+        assert dmlnumba.slice1(t, *w, out=out) is out and out._version > v1
+        np.testing.assert_array_equal(out.numpy(), h[2::-1, 0:4:2])
+    key = keys.nonzero("nonzero_coordinates", t, None, np.int64, None, None, None, count, coords)
+    assert key[1] is not None
+    big = torch.from_numpy(np.arange(48, dtype=np.float32).reshape(8, 6))
+    want = big.numpy()[2::-1, 0:4:2].copy()
+    assert dmlnumba.slice1(big[:4], *w, out=big[1:4, 1:3]) is not None
+    np.testing.assert_array_equal(big.numpy()[1:4, 1:3], want)

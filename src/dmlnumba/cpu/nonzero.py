@@ -121,8 +121,9 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     u = np.dtype(uint_of_size(dtype.itemsize))
     shape = (rows, width)
     given = oc is not None or ox is not None
-    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner, new outputs only
-        return None if given else torch_runner(nonzero_runner(x, width, dtype, rows))
+    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner over its memory
+        run = nonzero_runner(x, width, dtype, rows, None, oc, ox)
+        return None if run is None else torch_runner(run)
     if given and not (n and width and rows):
         return None
     if n == 0:

@@ -53,7 +53,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     ``x`` (same dtype, shape and strides), with the layout work done once.
     :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``: the input's
     library: None (NumPy), or ``"torch"`` (a PyTorch CPU tensor: the NumPy runner
-    over its memory, :func:`~dmlnumba.cpu.views.torch_runner`; new outputs only).
+    over its memory, :func:`~dmlnumba.cpu.views.torch_runner`).
 
     ``out``: None for calls into new arrays, whose function of ``x`` returns one; or
     the NumPy view of the first call's checked ``out`` (:func:`dmlnumba.target.check_out`),
@@ -62,8 +62,9 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     may share memory (:func:`overlaps`) and the kernel would copy (the full path,
     :func:`slice1`, then copies through a buffer).  None (no runner) for an empty
     ``out``."""
-    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner, new outputs only
-        return None if out is not None else torch_runner(slice1_runner(x, starts, steps, out_shape))
+    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner over its memory
+        run = slice1_runner(x, starts, steps, out_shape, None, out)
+        return None if run is None else torch_runner(run)
     dtype = x.dtype
     u = uint_of_size(dtype.itemsize)
     size = 1

@@ -108,16 +108,22 @@ def reader(x):
 
 
 def torch_runner(run):
-    """A runner of NumPy arrays into new outputs as one of PyTorch CPU tensors: each
-    input's memory read in place (``Tensor.numpy``, no copy), the new outputs given
-    back as tensors over theirs (``torch.from_numpy``), as the full path gives them."""
+    """A runner of NumPy arrays as one of PyTorch CPU tensors: each input's memory read
+    in place (``Tensor.numpy``, no copy), the new outputs given back as tensors over
+    theirs (``torch.from_numpy``), as the full path gives them; the caller's outputs
+    (tensors, which the runner writes through their memory) as they are, and None
+    (the full path must run) as None."""
     torch = sys.modules["torch"]
-    numpy, from_numpy = torch.Tensor.numpy, torch.from_numpy
+    numpy, from_numpy, ndarray = torch.Tensor.numpy, torch.from_numpy, np.ndarray
 
-    def go(x):
-        r = run(numpy(x))
+    def go(x, *outs):
+        r = run(numpy(x), *outs)
         if type(r) is tuple:  # nonzero's (count, coordinates)
-            return from_numpy(r[0]), from_numpy(r[1])
-        return from_numpy(r)
+            a, b = r
+            return (
+                from_numpy(a) if type(a) is ndarray else a,
+                from_numpy(b) if type(b) is ndarray else b,
+            )
+        return from_numpy(r) if type(r) is ndarray else r
 
     return go
