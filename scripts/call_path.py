@@ -10,6 +10,7 @@ a call"::
     python scripts/call_path.py numba           # a numba device array (GPU, or
                                                 # NUMBA_ENABLE_CUDASIM=1)
     python scripts/call_path.py torch|cupy      # on a GPU machine
+    python scripts/call_path.py torch-cpu|jax|dask   # (dask: the graph's building)
 
 Layers (docs/DESIGN.md's module map): 0 ``api``; 1 the prepare step's front
 (``keys``, ``prepare``); 2 the adapters (``torch_ops``, ``chunked``, ``onnx``); 3 the
@@ -34,6 +35,10 @@ LAYERS.update(dict.fromkeys(["gpu.runners", "cpu.views", "cpu.slice", "cpu.nonze
 LAYERS.update(dict.fromkeys(["cpu.threads", "cpu.compiling"], 5))
 
 
+#: The prepare step's modules, whose functions return the input as a target reads it.
+CONVERTERS = ("dmlnumba.prepare", "dmlnumba.dispatch")
+
+
 def layer(module):
     name = module.removeprefix("dmlnumba.")
     if name.startswith("chunked."):
@@ -54,22 +59,40 @@ def the_input(kind):
         import torch
 
         return torch.from_numpy(h).cuda()
+    if kind == "torch-cpu":
+        import torch
+
+        return torch.from_numpy(h)
+    if kind == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(h)
+    if kind == "dask":  # the graph's building (the chunks' calls run at compute)
+        import dask.array as da
+
+        return da.from_array(h, chunks=(10, 40))
     import cupy
 
     return cupy.asarray(h)
 
 
-def trace(x):
+def trace(x, kind):
     tracked = {id(x)}
     keep = [x]
+    host = np.asarray(x) if kind in ("numpy", "torch-cpu", "jax") else None
+    lo = host.__array_interface__["data"][0] if host is not None else -1
+    hi = lo + (host.nbytes if host is not None else 0)
+
+    def inside(v):  # (PyTorch's Tensor.numpy and DLPack's arrays have no base to follow)
+        return v.size > 0 and lo <= v.__array_interface__["data"][0] < hi
 
     def holds(v, depth=0):
         if id(v) in tracked:
             return True
         if depth < 2 and isinstance(v, (tuple, list)):
             return any(holds(e, depth + 1) for e in v)
-        if isinstance(v, np.ndarray) and v.base is not None:
-            return holds(v.base, depth + 1)
+        if isinstance(v, np.ndarray):  # a view, or a host array over the input's memory
+            return (v.base is not None and holds(v.base, depth + 1)) or inside(v)
         if type(v).__name__ == "DeviceView":
             return holds(getattr(v, "obj", None), depth + 1)  # (None in its __init__)
         if type(v).__name__ == "Call":  # a prepared call: its input and its view
@@ -88,9 +111,15 @@ def trace(x):
             caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
             stops.append((mod, frame.f_code.co_name, caller))
         elif event == "return":  # views of the input that dmlnumba made go on being followed
+            # (and the input as the prepare step converts it: a NumPy array from DLPack)
+            converts = mod in CONVERTERS and any(holds(v) for v in list(frame.f_locals.values()))
             for a in arg if isinstance(arg, tuple) else (arg,):
                 if type(a).__name__ == "DeviceView" or isinstance(a, np.ndarray):
-                    if holds(getattr(a, "obj", None)) or holds(getattr(a, "base", None)):
+                    if (
+                        converts
+                        or holds(getattr(a, "obj", None))
+                        or holds(getattr(a, "base", None))
+                    ):
                         tracked.add(id(a))
                         keep.append(a)
 
@@ -104,7 +133,7 @@ def trace(x):
 
 def main():
     kind = sys.argv[1] if len(sys.argv) > 1 else "numpy"
-    stops = trace(the_input(kind))
+    stops = trace(the_input(kind), kind)
     moves = ups = 0
     prev = None
     for mod, fn, caller in stops:

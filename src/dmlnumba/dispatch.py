@@ -81,11 +81,12 @@ def _cuda_device(dev: tuple[str, int | None], func: str) -> CudaTarget:
     return t
 
 
-def _to_numpy(x, func, name, lib):
-    """A host input as a NumPy array, without a copy where possible."""
+def _to_numpy(x, func, name, lib, cuda=None):
+    """A host input as a NumPy array, without a copy where possible (``cuda``: whether
+    ``x`` is a CUDA array, where the caller knows)."""
     if isinstance(x, np.ndarray):
         return host_array(x, name, func)
-    if is_cuda_array(x, lib):
+    if is_cuda_array(x, lib) if cuda is None else cuda:
         return cuda_target(func).to_host(x)
     if hasattr(x, "__dlpack__") and not isinstance(x, type):
         if lib == "torch":  # its data: DLPack refuses tensors that require grad
@@ -139,13 +140,15 @@ def resolve(
             cuda = False
         elif lib == "torch":
             cuda = x.is_cuda
+        elif lib == "jax":  # (a JAX array on a GPU exports the interface)
+            cuda = hasattr(x, "__cuda_array_interface__")
         else:
             cuda = lib in ("cupy", "numba") or is_cuda_array(x, lib)
         if cuda:
             t = cuda_target(func)
             return t, t.as_device_array(x, None, func, name, lib)
         process.check_env(func)
-        return target_cpu, _to_numpy(x, func, name, lib)
+        return target_cpu, _to_numpy(x, func, name, lib, False)
     if dev[0] == "cpu":
         process.check_env(func)
         return target_cpu, _to_numpy(x, func, name, lib)

@@ -13,7 +13,7 @@ from ..layout import uint_of_size
 from ..params import NONZERO_CPU, pack
 from . import compiling, process
 from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
-from .views import element_layout, flat_view, reader, torch_runner
+from .views import element_layout, flat_view, library_io, reader
 
 #: argwhere of at most this many elements writes its rows into a worst-case buffer
 #: (at most 4 MiB: this many rows of 8 columns) and keeps the rows used: one kernel
@@ -121,9 +121,8 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     u = np.dtype(uint_of_size(dtype.itemsize))
     shape = (rows, width)
     given = oc is not None or ox is not None
-    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner over its memory
-        run = nonzero_runner(x, width, dtype, rows, None, oc, ox)
-        return None if run is None else torch_runner(run)
+    if lib is not None:  # a PyTorch or JAX CPU array's: the NumPy runner over its memory
+        return _library_runner(nonzero_runner(x, width, dtype, rows, None, oc, ox), lib)
     if given and not (n and width and rows):
         return None
     if n == 0:
@@ -197,6 +196,25 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
         return cnt, crd
 
     return run
+
+
+def _library_runner(run, lib):
+    """The NumPy runner ``run`` (or None) as one of CPU arrays of ``lib`` (as
+    :func:`~dmlnumba.cpu.views.library_runner` for one result): the input read in
+    place, new outputs given back as the library's arrays, the caller's as they are."""
+    if run is None:
+        return None
+    ready, read, give = library_io(lib)
+    ndarray = np.ndarray
+
+    def go(x, *outs):
+        r = run(read(x if ready is None else ready(x)), *outs)
+        if r is None:
+            return None
+        a, b = r
+        return (give(a) if type(a) is ndarray else a, give(b) if type(b) is ndarray else b)
+
+    return go
 
 
 def _given_block(p, count, coords):

@@ -10,7 +10,7 @@ from .. import config
 from ..interop import torch_written
 from ..layout import c_strides, slice_geometry, uint_of_size
 from . import compiling, process, threads
-from .views import flat_view, reader, torch_runner
+from .views import flat_view, library_runner, reader
 
 _ndarray = np.ndarray
 
@@ -52,8 +52,8 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     """A function that runs this validated slice1 call on any input laid out like
     ``x`` (same dtype, shape and strides), with the layout work done once.
     :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``: the input's
-    library: None (NumPy), or ``"torch"`` (a PyTorch CPU tensor: the NumPy runner
-    over its memory, :func:`~dmlnumba.cpu.views.torch_runner`).
+    library: None (NumPy), or ``"torch"`` or ``"jax"`` (a CPU tensor or JAX array: the
+    NumPy runner over its memory, :func:`~dmlnumba.cpu.views.library_runner`).
 
     ``out``: None for calls into new arrays, whose function of ``x`` returns one; or
     the NumPy view of the first call's checked ``out`` (:func:`dmlnumba.target.check_out`),
@@ -62,9 +62,9 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     may share memory (:func:`overlaps`) and the kernel would copy (the full path,
     :func:`slice1`, then copies through a buffer).  None (no runner) for an empty
     ``out``."""
-    if lib is not None:  # a PyTorch CPU tensor's: the NumPy runner over its memory
-        run = slice1_runner(x, starts, steps, out_shape, None, out)
-        return None if run is None else torch_runner(run)
+    if lib is not None:  # a PyTorch or JAX CPU array's: the NumPy runner over its memory
+        over_numpy = slice1_runner(x, starts, steps, out_shape, None, out)
+        return None if over_numpy is None else library_runner(over_numpy, lib)
     dtype = x.dtype
     u = uint_of_size(dtype.itemsize)
     size = 1

@@ -21,7 +21,7 @@ from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, slice1, slice1_runner
 from .threads import one_thread
-from .views import torch_runner
+from .views import library_io, library_runner
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -197,16 +197,10 @@ def check_out(out, dtype, shape, name, func, x):
 def as_library(lib, a, bf16=False):
     """A new NumPy result as the input's library's array: a PyTorch tensor over the
     same memory (``bf16``: float16 bits as bfloat16), a JAX array through DLPack."""
-    if lib == "torch":
-        import torch
-
-        t = torch.from_numpy(a)
-        return t.view(torch.bfloat16) if bf16 else t
-    if lib == "jax":
-        import jax
-
-        return jax.dlpack.from_dlpack(np.ascontiguousarray(a))
-    return a
+    if lib not in ("torch", "jax"):
+        return a
+    r = library_io(lib)[2](a)
+    return r.view(sys.modules["torch"].bfloat16) if bf16 else r
 
 
 #: slice1: :func:`dmlnumba.target.slice1_call` on this target.
@@ -228,8 +222,8 @@ def argwhere_call(c):
     run = argwhere_runner(c.x)
     if c.key is not None and c.lib is None:
         c.keep(run)
-    elif c.key is not None and not (c.zero_d or c.transposed):  # a PyTorch CPU tensor's
-        c.keep(torch_runner(run))
+    elif c.key is not None and not (c.zero_d or c.transposed):  # a PyTorch or JAX array's
+        c.keep(library_runner(run, c.lib))
     rows = run(c.x)
     if c.zero_d:
         rows = rows[:, :0]

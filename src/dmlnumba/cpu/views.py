@@ -3,6 +3,7 @@ elements, with the index of element 0 in it and element strides (see
 :mod:`dmlnumba.layout`), and readers that make such views of repeated inputs the
 quick way."""
 
+import operator
 import sys
 
 import numpy as np
@@ -107,23 +108,34 @@ def reader(x):
     return lambda x: flat_view(x)[0]
 
 
-def torch_runner(run):
-    """A runner of NumPy arrays as one of PyTorch CPU tensors: each input's memory read
-    in place (``Tensor.numpy``, no copy), the new outputs given back as tensors over
-    theirs (``torch.from_numpy``), as the full path gives them; the caller's outputs
-    (tensors, which the runner writes through their memory) as they are, and None
-    (the full path must run) as None."""
-    torch = sys.modules["torch"]
-    numpy, from_numpy, ndarray = torch.Tensor.numpy, torch.from_numpy, np.ndarray
+def library_io(lib):
+    """``(ready, read, give)`` for CPU arrays of library ``lib`` (``"torch"`` or
+    ``"jax"``), as built-in callables where the library has them: ``ready`` waits for
+    an input's asynchronous work (JAX computes on streams of its own; None: nothing
+    to wait for), ``read`` gives its memory as a NumPy array, in place, and ``give``
+    a new NumPy result as the library's array (a tensor over its memory; a JAX array
+    through DLPack)."""
+    if lib == "torch":
+        torch = sys.modules["torch"]
+        return None, torch.Tensor.numpy, torch.from_numpy
+    import jax.dlpack
 
-    def go(x, *outs):
-        r = run(numpy(x), *outs)
-        if type(r) is tuple:  # nonzero's (count, coordinates)
-            a, b = r
-            return (
-                from_numpy(a) if type(a) is ndarray else a,
-                from_numpy(b) if type(b) is ndarray else b,
-            )
-        return from_numpy(r) if type(r) is ndarray else r
+    from_dlpack, contiguous = jax.dlpack.from_dlpack, np.ascontiguousarray
+    ready = operator.methodcaller("block_until_ready")  # (returns the array)
+    return ready, np.from_dlpack, lambda a: from_dlpack(contiguous(a))
+
+
+def library_runner(run, lib):
+    """A runner of NumPy arrays giving one array (slice1's, argwhere's) as one of the
+    CPU arrays of ``lib`` (:func:`library_io`): each input read in place, a new result
+    given back as the library's array, as the full path gives it; the caller's
+    ``out`` (which the runner writes through its memory) as it is, and None (the full
+    path must run) as None."""
+    ready, read, give = library_io(lib)
+    ndarray = np.ndarray
+
+    def go(x, *out):
+        r = run(read(x if ready is None else ready(x)), *out)
+        return give(r) if type(r) is ndarray else r
 
     return go

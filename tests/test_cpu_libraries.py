@@ -1,7 +1,8 @@
-"""PyTorch CPU tensors: a repeated call of one layout takes the NumPy runner over the
-tensor's memory (``Tensor.numpy``, no copy) and gives tensors, as the full path does;
-tensors it cannot read in place (requiring grad, lazily negated, sparse) keep taking
-the full path.  Against NumPy, bit for bit."""
+"""PyTorch CPU tensors and JAX CPU arrays: a repeated call of one layout takes the
+NumPy runner over the input's memory (``Tensor.numpy``; DLPack once JAX's work is
+done) and gives the library's arrays, as the full path does; tensors it cannot read
+in place (requiring grad, lazily negated, sparse) keep taking the full path.  Against
+NumPy, bit for bit."""
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from dmlnumba import keys
 from strategies import arrays, bits, slice1_reference, windows
 
 torch = pytest.importorskip("torch")
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
 
 # PyTorch holds these fully (its uint16/32/64 support is partial).
 TORCH_DTYPES = ["float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8"]
@@ -130,3 +133,55 @@ def test_repeats_into_given_tensors():
     want = big.numpy()[2::-1, 0:4:2].copy()
     assert dmlnumba.slice1(big[:4], *w, out=big[1:4, 1:3]) is not None
     np.testing.assert_array_equal(big.numpy()[1:4, 1:3], want)
+
+
+# JAX holds these without its 64-bit mode (float64 and int64 need it).
+JAX_DTYPES = ["float32", "float16", "int32", "int16", "int8", "uint32", "uint16", "uint8", "bool"]
+
+
+@given(data=st.data())
+def test_jax_repeats_match_numpy(data):
+    """slice1, nonzero_coordinates and argwhere on JAX CPU arrays of one shape, twice
+    (the second call takes the runner the first kept): NumPy's answer, as JAX arrays
+    of the full path's dtypes."""
+    x = data.draw(arrays(dtypes=JAX_DTYPES, max_dims=4)).copy()
+    rng = np.random.default_rng(data.draw(st.integers(0, 9)))
+    params = data.draw(windows(x.shape))
+    results = []
+    for h in (x, _others(x, rng)):
+        a = jnp.asarray(h)
+        sl = dmlnumba.slice1(a, *params) if h.dtype != bool else None
+        count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.uint32)
+        arg = dmlnumba.argwhere(a)
+        for r in (count, coords, arg, sl):
+            assert r is None or isinstance(r, jax.Array)
+        want = np.argwhere(h)
+        assert int(count[0]) == len(want)
+        np.testing.assert_array_equal(np.asarray(coords)[: len(want)], want)
+        np.testing.assert_array_equal(np.asarray(arg), want)
+        if sl is not None:
+            got = np.asarray(sl)
+            np.testing.assert_array_equal(bits(got), bits(slice1_reference(h, *params)))
+        results.append((sl, count, coords))
+    for r1, r2 in zip(*results):
+        assert r1 is None or (r1.dtype == r2.dtype and r1.shape == r2.shape)
+    key, run = keys.nonzero("nonzero_coordinates", a, None, np.uint32, None, None, None)
+    assert run is not None  # kept by the first call
+
+
+def test_jax_64_bit_mode_is_part_of_the_key():
+    """A runner kept with JAX's 64-bit mode off is not taken with it on (JAX holds
+    64-bit results differently), and the call then gives what the full path gives."""
+    a = jnp.asarray(np.array([[0, 3, 0], [1, 0, 2]], np.int32))
+    dmlnumba.nonzero_coordinates(a, dtype=np.int64)
+    before = keys.nonzero("nonzero_coordinates", a, None, np.int64, None, None, None)
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", not was)
+    try:
+        after = keys.nonzero("nonzero_coordinates", a, None, np.int64, None, None, None)
+        assert before[0] != after[0]
+        count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.int64)
+        assert int(count[0]) == 3
+        np.testing.assert_array_equal(np.asarray(coords)[:3], [[0, 1], [1, 0], [1, 2]])
+    finally:
+        jax.config.update("jax_enable_x64", was)
