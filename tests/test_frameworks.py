@@ -302,3 +302,31 @@ def test_torch_cpu_tensors_as_outputs():
     with pytest.raises(TypeError, match=r"^slice1\(\): out requires grad"):
         dmlnumba.slice1(t, (0, 0), (3, 4), (-1, 2), out=bad)
     assert not bad.detach().any()
+
+
+def test_jax_gpu_repeats_keep_a_runner():
+    """JAX arrays on a GPU: repeated calls of one layout take the runner the first call
+    kept (the input read once JAX's work is done, new results handed back through
+    DLPack): each call's own results, JAX arrays on the input's GPU, NumPy's answers."""
+    jax = pytest.importorskip("jax")
+    from dmlnumba import keys
+
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("needs a JAX with a GPU backend")
+    rng = np.random.default_rng(7)
+    w = dmlnumba.window((6, 40), np.s_[1:, ::-3])
+    for _ in range(3):
+        h = np.where(rng.random((6, 40)) < 0.4, rng.standard_normal((6, 40)), 0).astype(np.float32)
+        a = jax.device_put(h, gpu)
+        count, coords = dmlnumba.nonzero_coordinates(a)
+        sl = dmlnumba.slice1(a, *w)
+        for r in (count, coords, sl):
+            assert isinstance(r, jax.Array) and r.devices() == {gpu}
+        want = np.argwhere(h)
+        assert int(np.asarray(count)[0]) == len(want)
+        np.testing.assert_array_equal(np.asarray(coords)[: len(want)], want)
+        np.testing.assert_array_equal(np.asarray(sl), h[1:, ::-3])
+    key, run = keys.nonzero("nonzero_coordinates", a, None, np.uint32, None, None, None)
+    assert run is not None

@@ -135,7 +135,7 @@ def _layout_key(input, device, stream):
     """The layout part of a repeated call's key, for calls into new outputs on the
     input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
     device), PyTorch tensors (CUDA ones, and CPU ones that do not require grad), JAX
-    arrays on the CPU, CuPy arrays and numba device arrays.  None for anything else
+    arrays on one device, CuPy arrays and numba device arrays.  None for anything else
     (those calls take the full path every time)."""
     if stream is not None:
         return None
@@ -170,11 +170,14 @@ def _layout_key(input, device, stream):
             input.layout,
             config.GENERATION,
         )
-    if lib == "jax":  # a CPU one (one on a GPU exports the interface)
-        if hasattr(input, "__cuda_array_interface__"):
+    if lib == "jax":  # on one device: the CPU, or a GPU (its runner keyed per GPU)
+        devices = input.devices()
+        if len(devices) != 1:
             return None
+        (d,) = devices
         x64 = _modules["jax"].config.jax_enable_x64  # (how JAX holds 64-bit results)
-        return (tp, input.dtype, input.shape, x64, config.GENERATION)
+        where = -1 if d.platform == "cpu" else d.id
+        return (tp, input.dtype, input.shape, where, x64, config.GENERATION)
     if lib == "cupy":
         # A runner allocates on CuPy's current device: other devices take the full path.
         dev = input.data.device_id

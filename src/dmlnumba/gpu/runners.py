@@ -17,7 +17,7 @@ from .memory import current_context, numba_context, pool, scratch, upload, zero_
 from .plans import nonzero_plan, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture, torch_current_stream, torch_module, torch_of
-from .views import DeviceView, strided_view
+from .views import DeviceView, strided_view, to_jax
 
 _modules = sys.modules
 
@@ -97,7 +97,7 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
         return None
     dev = x.device
     with on(dev):  # a first call from another device's thread: the plan, allocators there
-        ptr_of, handle, alloc, scr = library_io(lib, x)
+        ptr_of, handle, alloc, scr, give = library_io(lib, x)
         new_count = alloc((1,), dtype) if oc is None else None
         new_coords = alloc((rows, width), dtype) if ox is None else None
     given = oc is not None or ox is not None
@@ -141,7 +141,7 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
             _release(buf, h)
         if cmark or omark:  # as PyTorch's in-place ops mark the tensors they write
             _mark(c if cmark else None, xs if omark else None)
-        return c, xs
+        return (c, xs) if give is None else (give(c), give(xs))
 
     return run
 
@@ -187,7 +187,7 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
         return None
     dev = x.device
     with on(dev):
-        ptr_of, handle, alloc, _ = library_io(lib, x)
+        ptr_of, handle, alloc, _, give = library_io(lib, x)
         new_out = alloc(shape, x.dtype) if out is None else None
     o, oget, orr, mark = (_new_view(shape, x.dtype), ptr_of, None, False)
     if out is not None:
@@ -227,18 +227,22 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
             _release(buf, h)
         if mark:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
-        return o
+        return o if give is None else give(o)
 
     return run
 
 
 def library_io(lib, v):
-    """For repeated default calls of library ``lib`` (PyTorch, CuPy or numba) on
+    """For repeated default calls of library ``lib`` (PyTorch, CuPy, numba or JAX) on
     inputs on ``v``'s device (current when the functions are called): ``(address
-    of an input, the current stream's handle, allocator, scratch)``;
+    of an input, the current stream's handle, allocator, scratch, give)``;
     ``allocator(shape, dtype)`` gives a function of no arguments that makes a new
-    C-contiguous array of that shape and dtype, and ``scratch`` is
-    :func:`~dmlnumba.gpu.memory.scratch`'s ``(alloc, release)`` for the library.
+    C-contiguous array of that shape and dtype, ``scratch`` is
+    :func:`~dmlnumba.gpu.memory.scratch`'s ``(alloc, release)`` for the library, and
+    ``give`` (None: the array itself) makes a new result the library's array: a JAX
+    input's address is read once its work is done, its call runs on the legacy
+    default stream into new numba arrays, handed back through
+    :func:`~dmlnumba.gpu.views.to_jax`.
     The fast counterpart of :func:`~dmlnumba.gpu.streams.call_stream` and
     :func:`~dmlnumba.gpu.views.new_array` with ``stream=None``: bound
     built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
@@ -261,6 +265,7 @@ def library_io(lib, v):
             functools.partial(torch_current_stream(torch), dev),
             allocator,
             scratch("torch", dev),
+            None,
         )
     if lib == "cupy":
         import cupy
@@ -272,6 +277,7 @@ def library_io(lib, v):
             # The ndarray constructor, which cupy.empty calls from a Python frame.
             (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
             scratch("cupy", dev),
+            None,
         )
 
     def numba_alloc(shape, dt):
@@ -291,11 +297,14 @@ def library_io(lib, v):
 
         return new
 
+    if lib == "jax":
+        return (
+            lambda a: a.block_until_ready().unsafe_buffer_pointer(),  # (JAX's streams)
+            (lambda: 0),
+            numba_alloc,
+            scratch(None, dev),
+            functools.partial(to_jax, device=dev),
+        )
     from .._internals import numba_pointer
 
-    return (
-        numba_pointer,
-        (lambda: 0),
-        numba_alloc,
-        scratch(None, dev),
-    )
+    return (numba_pointer, (lambda: 0), numba_alloc, scratch(None, dev), None)

@@ -61,6 +61,7 @@ from .views import (  # noqa: F401  (the target's interface)
     staged,
     strided_view,
     to_host,
+    to_jax,
     view_of,
 )
 
@@ -302,11 +303,7 @@ def as_library(lib, a, bf16=False):
     through DLPack once the call's work is done (JAX reads on streams of its own; the
     call ran on the legacy default stream, where JAX inputs run)."""
     if lib == "jax":
-        import jax
-        from cuda.core.utils import StridedMemoryView
-
-        synchronize(0, describe(a, "result", "to_jax").device)
-        return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))
+        return to_jax(a, describe(a, "result", "to_jax").device)
     if bf16:
         return a.view(sys.modules["torch"].bfloat16)
     return a

@@ -33,6 +33,7 @@ from .memory import numba_context, pool_buffer
 from .sim import SIM
 from .streams import (
     cupy_device,
+    numba_stream,
     refuse_capture,
     torch_current_stream,
     torch_device,
@@ -186,6 +187,18 @@ def elsewhere(v, device):
     return DeviceView(
         v.obj, v.shape, v.strides, v.dtype, v.ptr, v.readonly, device, lib=v.lib, home=v.device
     )
+
+
+def to_jax(a, device):
+    """A new result ``a`` (a CUDA array on ``device``) as a JAX array, through DLPack,
+    once the call's work is done: JAX reads on streams of its own, and a JAX input's
+    call runs on the legacy default stream."""
+    import jax
+    from cuda.core.utils import StridedMemoryView
+
+    with on(device):
+        numba_stream(0).synchronize()
+    return jax.dlpack.from_dlpack(StridedMemoryView.from_cuda_array_interface(a, -1))
 
 
 def describe(a, name, func):
