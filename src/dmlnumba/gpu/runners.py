@@ -78,6 +78,17 @@ def _given(v):
     return b, get, b.span(), lib == "torch"
 
 
+def _new_ptr(ptr_of, give):
+    """The address reader of a runner's new outputs: the input library's, or where the
+    library's results are handed back by a ``give`` step (JAX's), numba's (its new
+    outputs are numba arrays until then)."""
+    if give is None:
+        return ptr_of
+    from .._internals import numba_pointer
+
+    return numba_pointer
+
+
 def _apart(a, ra, b, rb):
     """Whether the bytes ``ra`` from address ``a`` and ``rb`` from ``b`` are apart."""
     return a + ra[1] <= b + rb[0] or b + rb[1] <= a + ra[0]
@@ -101,10 +112,11 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
         new_count = alloc((1,), dtype) if oc is None else None
         new_coords = alloc((rows, width), dtype) if ox is None else None
     given = oc is not None or ox is not None
-    cl, cget, cr, cmark = (_new_view((1,), dtype), ptr_of, None, False)
+    new_ptr = _new_ptr(ptr_of, give)
+    cl, cget, cr, cmark = (_new_view((1,), dtype), new_ptr, None, False)
     if oc is not None:
         cl, cget, cr, cmark = _given(oc)
-    ol, oget, orr, omark = (_new_view((rows, width), dtype), ptr_of, None, False)
+    ol, oget, orr, omark = (_new_view((rows, width), dtype), new_ptr, None, False)
     if ox is not None:
         ol, oget, orr, omark = _given(ox)
     xr = None if x.host is not None else _bare(x).span()  # a staged input meets nothing
@@ -189,7 +201,7 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
     with on(dev):
         ptr_of, handle, alloc, _, give = library_io(lib, x)
         new_out = alloc(shape, x.dtype) if out is None else None
-    o, oget, orr, mark = (_new_view(shape, x.dtype), ptr_of, None, False)
+    o, oget, orr, mark = (_new_view(shape, x.dtype), _new_ptr(ptr_of, give), None, False)
     if out is not None:
         o, oget, orr, mark = _given(out)
     dst, nbytes, low, fills = o, 0, 0, []
