@@ -107,7 +107,7 @@ def empty(shape, dtype, stream=None, like=None, lib=None, func=None):
 
 
 def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
-    """slice_grad's writes: :func:`dmlnumba.target.scatter` (zeros, then one SLICE1
+    """slice_grad's writes: :func:`dmlnumba.grad.scatter` (zeros, then one SLICE1
     copy into the window's view)."""
     _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 

@@ -75,7 +75,6 @@ ZEROS_FREE = False
 #: where the window holds this many bytes a box (a box costs a launch), the whole
 #: output otherwise.
 ZERO_BOX_BYTES = 1 << 26
-#: The status argument of a launch of one tile (which never reads it).
 
 
 def device_count():
@@ -181,9 +180,10 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
 
 
 def slice_grad(g, starts, steps, out, stream, zeroed=False):
-    """slice_grad's writes: :func:`dmlnumba.target.scatter` (a memset, then one SLICE1
-    copy into the window's view).  A one-pass kernel (each output element written
-    once, the gather kernel's shape) took 1.5-2.2x the time (docs/PERFORMANCE.md)."""
+    """slice_grad's writes: :func:`dmlnumba.grad.scatter` (zeros, of the whole output or
+    of the window's complement box by box, then one SLICE1 copy into the window's
+    view).  One-pass kernels (each output element written once: gather-shaped, or
+    row by row) took more time (docs/PERFORMANCE.md, "Tried and not kept")."""
     _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
