@@ -154,12 +154,14 @@ def _layout_key(input, device, stream):
         return None
     lib = library(input)
     if lib == "torch":
+        if not input.is_cuda:  # its runner reads its memory (Tensor.numpy): plain ones
+            if input.requires_grad or input.layout is not _modules["torch"].strided:
+                return None
+            if input.is_neg() or input.is_conj():
+                return None
+            return (tp, input.dtype, input.shape, input.stride(), config.GENERATION)
         if input.is_neg() or input.is_conj():
             return None
-        if not input.is_cuda and (
-            input.requires_grad or input.layout is not _modules["torch"].strided
-        ):
-            return None  # (a CPU tensor's runner reads its memory: Tensor.numpy)
         return (
             tp,
             input.dtype,
@@ -292,13 +294,13 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     ``(id_key, value_key, params)``, either key None where it does not apply;
     :data:`TRACED` for a traced call.
 
-    A call on a NumPy array (``device`` and ``stream`` None) is first looked up by
-    the identity of its parameters (the id key): a repeat that passes the same tuple
-    objects (a stored window, literal tuples) finds its runner without reading a
-    parameter.  Only tuples of Python ints are kept under such a key (immutable, so
-    the same object means the same values), and the entry holds them, so that no
-    other object can take their ids while it lives.  A NumPy ``out``'s layout and
-    writeable flag are part of it (no id key for any other kind of output).  Then
+    A call is first looked up by the identity of its parameters (the id key): a
+    repeat that passes the same tuple objects (a stored window, literal tuples) finds
+    its runner without reading a parameter.  Only tuples of Python ints are kept
+    under such a key (immutable, so the same object means the same values), and the
+    entry holds them, so that no other object can take their ids while it lives.  A
+    NumPy array's id key holds its layout (and a NumPy ``out``'s, with its writeable
+    flag), another library's its layout key (:func:`_layout_key`; no ``out``).  Then
     by the parameters' values (the value key), with ``out``'s layout
     (:func:`out_layout`) where one is given."""
     # A NumPy out is never traced (asked of the others only).
@@ -330,9 +332,16 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     if id_key is not None and not all(p is None or type(p) is tuple for p in params):
         id_key = None
     value_key = None
-    # The input's layout first: an input that keeps no runner (a JAX array)
-    # pays for no more; an output's layout last, as nonzero's.
+    # The input's layout first: an input that keeps no runner (a dask array) pays
+    # for no more; an output's layout last, as nonzero's.
     layout = _layout_key(input, device, stream)
+    if id_key is None and layout is not None and out is None and type(input) is not _ndarray:
+        if type(offsets) is tuple and type(sizes) is tuple and type(strides) is tuple:
+            if output_sizes is None or type(output_sizes) is tuple:
+                id_key = ("slice1", id(offsets), id(sizes), id(strides), id(output_sizes), layout)
+                run = runners.get(id_key)
+                if run is not None:
+                    return None, run[0]
     ints = _int_params(*params) if layout is not None else None
     outs = out_layout(out) if ints is not None else None
     if outs is not None:
