@@ -280,3 +280,9 @@ def slice_plan(x, starts, steps, out, fill=False):
     if p is None:
         p = _plans.put(key, SlicePlan(x, starts, steps, out, fill))
     return p
+
+
+def fill_plan(v):
+    """The plan that zeroes every element of the view ``v`` (:class:`SlicePlan`'s
+    ``fill``: the tiles store and read nothing); launched with ``v``'s address twice."""
+    return slice_plan(v, (0,) * v.ndim, (1,) * v.ndim, v, True)

@@ -14,7 +14,7 @@ from ..interop import torch_written
 from ..layout import c_strides, scatter_window
 from .devices import context_handle, on
 from .memory import current_context, numba_context, pool, scratch, upload, zero_bytes
-from .plans import nonzero_plan, slice_plan
+from .plans import fill_plan, nonzero_plan, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture, torch_current_stream, torch_module, torch_of
 from .views import DeviceView, strided_view, to_jax
@@ -210,7 +210,7 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
         dst = strided_view(o, *window)  # (its address: the window's offset in the output)
         for box in boxes:  # (their addresses too: offsets in the output)
             v = strided_view(o, *box)
-            fills.append((slice_plan(v, (0,) * v.ndim, (1,) * v.ndim, v, True).launch, v.ptr))
+            fills.append((fill_plan(v).launch, v.ptr))
         if o.size != x.size and not boxes:  # (a window as large as the output covers it)
             nbytes, low = o.size * x.itemsize, o.span()[0]
     off = dst.ptr

@@ -37,7 +37,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     upload,
     zero_bytes,
 )
-from .plans import _arg, nonzero_plan, slice_plan
+from .plans import _arg, fill_plan, nonzero_plan, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
 from .runners import slice_grad_runner as grad_runner
 from .sim import SIM
@@ -213,8 +213,7 @@ def zero_views(views, stream):
             if span == v.size and not SIM:
                 zero_bytes(p, span * v.itemsize, stream)
             else:
-                ones = (1,) * v.ndim
-                slice_plan(v, (0,) * v.ndim, ones, v, True).launch(stream, v.ptr, v.ptr)
+                fill_plan(v).launch(stream, v.ptr, v.ptr)
 
 
 def _scratch(x):
