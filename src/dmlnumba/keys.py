@@ -154,14 +154,12 @@ def _layout_key(input, device, stream):
         return None
     lib = library(input)
     if lib == "torch":
+        if input.is_neg() or input.is_conj():
+            return None
         if not input.is_cuda:  # its runner reads its memory (Tensor.numpy): plain ones
             if input.requires_grad or input.layout is not _modules["torch"].strided:
                 return None
-            if input.is_neg() or input.is_conj():
-                return None
             return (tp, input.dtype, input.shape, input.stride(), config.GENERATION)
-        if input.is_neg() or input.is_conj():
-            return None
         return (
             tp,
             input.dtype,
