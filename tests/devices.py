@@ -161,3 +161,12 @@ def record_paths(monkeypatch, device):
     monkeypatch.setattr(launch, "kernel", kernel)
     monkeypatch.setattr(launch, "launcher", launcher)
     return seen
+
+
+def jax_gpu():
+    """JAX's first GPU device; the test skips where JAX (or its GPU backend) is missing."""
+    jax = pytest.importorskip("jax")
+    try:
+        return jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("needs a JAX with a GPU backend")

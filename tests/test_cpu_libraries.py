@@ -39,6 +39,32 @@ def _others(x, rng):
     return y
 
 
+def _calls_twice(x, rng, params, make, is_result):
+    """slice1, nonzero_coordinates and argwhere on ``make(h)`` for ``x`` and for another
+    input of its layout (the second call takes the runner the first kept): NumPy's
+    answers, every result ``is_result``, the two calls' results of the same dtypes and
+    shapes (argwhere's: its count).  ``(the last input, both calls' results)``."""
+    results = []
+    for h in (x, _others(x, rng)):
+        a = make(h)
+        sl = dmlnumba.slice1(a, *params) if h.dtype != bool else None
+        count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.uint32)
+        arg = dmlnumba.argwhere(a)
+        for r in (count, coords, arg, sl):
+            assert r is None or is_result(r)
+        want = np.argwhere(h)
+        assert int(count[0]) == len(want)
+        np.testing.assert_array_equal(np.asarray(coords)[: len(want)], want)
+        np.testing.assert_array_equal(np.asarray(arg), want)
+        if sl is not None:
+            np.testing.assert_array_equal(bits(np.asarray(sl)), bits(slice1_reference(h, *params)))
+        results.append((sl, count, coords, arg))
+    for i, (r1, r2) in enumerate(zip(*results)):
+        if r1 is not None:
+            assert r1.dtype == r2.dtype and (i == 3 or r1.shape == r2.shape)
+    return a, results
+
+
 @given(data=st.data())
 def test_repeats_match_numpy(data):
     """Both operators and argwhere, twice on tensors of one layout (the second call
@@ -48,24 +74,13 @@ def test_repeats_match_numpy(data):
     x = x.copy(order=data.draw(st.sampled_from(["C", "F"])))
     rng = np.random.default_rng(data.draw(st.integers(0, 9)))
     params = data.draw(windows(x.shape))
-    results = []
-    for h in (x, _others(x, rng)):
-        t = _tensor(h)
-        sl = dmlnumba.slice1(t, *params) if h.dtype != bool else None
-        count, coords = dmlnumba.nonzero_coordinates(t)
-        arg = dmlnumba.argwhere(t)
-        for r in (count, coords, arg) + ((sl,) if sl is not None else ()):
-            assert type(r) is torch.Tensor and r.device.type == "cpu"
-        want = np.argwhere(h)
-        assert int(count[0]) == len(want)
-        np.testing.assert_array_equal(coords.numpy()[: len(want)], want)
-        np.testing.assert_array_equal(arg.numpy(), want)
-        if sl is not None:
-            np.testing.assert_array_equal(bits(sl.numpy()), bits(slice1_reference(h, *params)))
-        results.append((sl, count, coords, arg))
-    for i, (a, b) in enumerate(zip(*results)):
+
+    def cpu_tensor(r):
+        return type(r) is torch.Tensor and r.device.type == "cpu"
+
+    _, results = _calls_twice(x, rng, params, _tensor, cpu_tensor)
+    for a, b in zip(*results):
         if a is not None:
-            assert a.dtype == b.dtype and (i == 3 or a.shape == b.shape)  # (argwhere's: its count)
             assert a.numel() == 0 or b.numel() == 0 or a.data_ptr() != b.data_ptr()
 
 
@@ -151,24 +166,7 @@ def test_jax_repeats_match_numpy(data):
     x = data.draw(arrays(dtypes=JAX_DTYPES, max_dims=4)).copy()
     rng = np.random.default_rng(data.draw(st.integers(0, 9)))
     params = data.draw(windows(x.shape))
-    results = []
-    for h in (x, _others(x, rng)):
-        a = _on_cpu(h)
-        sl = dmlnumba.slice1(a, *params) if h.dtype != bool else None
-        count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.uint32)
-        arg = dmlnumba.argwhere(a)
-        for r in (count, coords, arg, sl):
-            assert r is None or isinstance(r, jax.Array)
-        want = np.argwhere(h)
-        assert int(count[0]) == len(want)
-        np.testing.assert_array_equal(np.asarray(coords)[: len(want)], want)
-        np.testing.assert_array_equal(np.asarray(arg), want)
-        if sl is not None:
-            got = np.asarray(sl)
-            np.testing.assert_array_equal(bits(got), bits(slice1_reference(h, *params)))
-        results.append((sl, count, coords))
-    for r1, r2 in zip(*results):
-        assert r1 is None or (r1.dtype == r2.dtype and r1.shape == r2.shape)
+    a, _ = _calls_twice(x, rng, params, _on_cpu, lambda r: isinstance(r, jax.Array))
     key, run = keys.nonzero("nonzero_coordinates", a, None, np.uint32, None, None, None)
     assert run is not None  # kept by the first call
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import dmlnumba
 
-from devices import needs_real_gpu
+from devices import jax_gpu, needs_real_gpu
 from strategies import DML_DTYPES, NONZERO_DTYPES, arrays, bits, slice1_reference, windows
 
 pytestmark = needs_real_gpu
@@ -311,10 +311,7 @@ def test_jax_gpu_repeats_keep_a_runner():
     jax = pytest.importorskip("jax")
     from dmlnumba import keys
 
-    try:
-        gpu = jax.devices("gpu")[0]
-    except RuntimeError:
-        pytest.skip("needs a JAX with a GPU backend")
+    gpu = jax_gpu()
     rng = np.random.default_rng(7)
     w = dmlnumba.window((6, 40), np.s_[1:, ::-3])
     for _ in range(3):

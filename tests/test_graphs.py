@@ -13,7 +13,7 @@ import pytest
 
 import dmlnumba
 
-from devices import needs_real_gpu
+from devices import jax_gpu, needs_real_gpu
 
 pytestmark = needs_real_gpu
 
@@ -226,10 +226,7 @@ def test_jax_cuda_arrays_in_give_jax_arrays_out():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
-    try:
-        dev = jax.devices("gpu")[0]
-    except RuntimeError:
-        pytest.skip("JAX has no GPU here")
+    dev = jax_gpu()
     rng = np.random.default_rng(4)
     host = (rng.random((30, 40)) < 0.3).astype(np.float32) * 3
     x = jax.device_put(jnp.asarray(host), dev)
