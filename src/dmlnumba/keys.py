@@ -50,11 +50,11 @@ def traced(input, *outs, grad=False):
     must never read or write through DLPack or a data pointer; for a differentiable
     operator (``grad``: slice1, slice_grad), also when autograd records the call (an
     input that requires grad, in grad mode).  Cheap where PyTorch is not loaded."""
+    if _compiling():
+        return True
     torch = _modules.get("torch")
     if torch is None:
         return False
-    if torch.compiler.is_compiling():
-        return True
     Tensor = torch.Tensor
     if grad and isinstance(input, Tensor) and input.requires_grad and torch.is_grad_enabled():
         return True
@@ -72,6 +72,13 @@ def traced(input, *outs, grad=False):
         elif isinstance(o, Tensor) and _wrapper(o, Tensor):
             return True
     return False
+
+
+def _compiling():
+    """Whether torch.compile or torch.export traces the call (False where PyTorch is
+    not loaded)."""
+    torch = _modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
 
 
 def _wrapper(t, Tensor):
@@ -289,70 +296,56 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     """``(key, runner)`` of a slice1 call: the runner a function of the input (of
     ``(input, out)`` with ``out``: ``out`` where it wrote, None where ``out`` may
     overlap the input and the full path must run).  The key, for the prepare step:
-    ``(id_key, value_key, params)``, either key None where it does not apply;
+    ``(id_key, value_key, params)``, the id key None where it does not apply;
     :data:`TRACED` for a traced call.
 
-    A call is first looked up by the identity of its parameters (the id key): a
-    repeat that passes the same tuple objects (a stored window, literal tuples) finds
-    its runner without reading a parameter.  Only tuples of Python ints are kept
-    under such a key (immutable, so the same object means the same values), and the
-    entry holds them, so that no other object can take their ids while it lives.  A
-    NumPy array's id key holds its layout (and a NumPy ``out``'s, with its writeable
-    flag), another library's its layout key (:func:`_layout_key`; no ``out``).  Then
-    by the parameters' values (the value key), with ``out``'s layout
-    (:func:`out_layout`) where one is given."""
-    # A NumPy out is never traced (asked of the others only).
-    if traced(input, None if type(out) is _ndarray else out, grad=True):
-        return TRACED, None
-    id_key: Any = None
-    if type(input) is _ndarray and device is None and stream is None:
-        id_key = (
-            "slice1",
-            id(offsets),
-            id(sizes),
-            id(strides),
-            id(output_sizes),
-            input.dtype,
-            input.shape,
-            input.strides,
-            config.GENERATION,
-        )
+    The layout part of both keys: a NumPy array's dtype, shape and strides on the
+    CPU (a NumPy ``out``'s too, with its writeable flag), otherwise the input's
+    layout key (:func:`_layout_key`) and ``out``'s (:func:`out_layout`).  A call is
+    first looked up by the identity of its parameters (the id key): a repeat that
+    passes the same tuple objects (a stored window, literal tuples) finds its runner
+    without reading a parameter.  Only tuples of Python ints are kept under such a
+    key (immutable, so the same object means the same values), and the entry holds
+    them, so that no other object can take their ids while it lives.  Then by the
+    parameters' values (the value key)."""
+    if (
+        type(input) is _ndarray
+        and device is None
+        and stream is None
+        and (out is None or type(out) is _ndarray)
+    ):  # NumPy on the CPU, the common repeated call: traced only while compiling
+        if _compiling():
+            return TRACED, None
+        layout: Any = (input.dtype, input.shape, input.strides, config.GENERATION)
         if out is not None:
-            if type(out) is _ndarray:
-                id_key += (out.dtype, out.shape, out.strides, out.flags.writeable)
-            else:
-                id_key = None
-        if id_key is not None:
+            layout += (out.dtype, out.shape, out.strides, out.flags.writeable)
+    else:  # a NumPy out is never traced (asked of the others only)
+        if traced(input, None if type(out) is _ndarray else out, grad=True):
+            return TRACED, None
+        # The input's layout first: an input that keeps no runner (a dask array)
+        # pays for no more; an output's layout last, as nonzero's.
+        layout = _layout_key(input, device, stream)
+        outs = out_layout(out) if layout is not None else None
+        if outs is None:
+            return None, None
+        layout = (layout,) + outs
+    params = (offsets, sizes, strides, output_sizes)
+    id_key: Any = None
+    if type(offsets) is tuple and type(sizes) is tuple and type(strides) is tuple:
+        if output_sizes is None or type(output_sizes) is tuple:
+            id_key = ("slice1", id(offsets), id(sizes), id(strides), id(output_sizes), layout)
             run = runners.get(id_key)
             if run is not None:
                 return None, run[0]
-    params = (offsets, sizes, strides, output_sizes)
-    if id_key is not None and not all(p is None or type(p) is tuple for p in params):
-        id_key = None
-    value_key = None
-    # The input's layout first: an input that keeps no runner (a dask array) pays
-    # for no more; an output's layout last, as nonzero's.
-    layout = _layout_key(input, device, stream)
-    if id_key is None and layout is not None and out is None and type(input) is not _ndarray:
-        if type(offsets) is tuple and type(sizes) is tuple and type(strides) is tuple:
-            if output_sizes is None or type(output_sizes) is tuple:
-                id_key = ("slice1", id(offsets), id(sizes), id(strides), id(output_sizes), layout)
-                run = runners.get(id_key)
-                if run is not None:
-                    return None, run[0]
-    ints = _int_params(*params) if layout is not None else None
-    outs = out_layout(out) if ints is not None else None
-    if outs is not None:
-        value_key = ("slice1", layout, ints) + outs
-        run = runners.get(value_key)
-        if run is not None:
-            if id_key is not None:
-                runners.put(id_key, (run,) + params)
-            return None, run
-    elif id_key is not None and _int_params(*params) is None:
-        id_key = None
-    if id_key is None and value_key is None:
+    ints = _int_params(*params)
+    if ints is None:
         return None, None
+    value_key = ("slice1", layout, ints)
+    run = runners.get(value_key)
+    if run is not None:
+        if id_key is not None:
+            runners.put(id_key, (run,) + params)
+        return None, run
     return (id_key, value_key, params), None
 
 
@@ -390,8 +383,7 @@ def slice1_keeper(key):
     id_key, value_key, params = key
 
     def keep(run):
-        if value_key is not None:
-            runners.put(value_key, run)
+        runners.put(value_key, run)
         if id_key is not None:
             runners.put(id_key, (run,) + params)
 

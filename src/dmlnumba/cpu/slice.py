@@ -2,8 +2,6 @@
 where it is large), the full call (with its overlap rule), and the runners that
 repeat a validated call with the layout work done once."""
 
-from typing import Any
-
 import numpy as np
 
 from .. import config
@@ -80,20 +78,24 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     geom, off = slice_geometry(out_shape, starts, steps, sstr, dstr)
     base = sbase + off
     read = reader(x)
-    write: Any = reader(out) if out is not None else None
-    may_share = np.may_share_memory  # overlaps' test, without a frame of its own
+    small = size <= config.CPU_SLICE_NUMPY_MAX
+    if out is None:
+        if small:
+            # A small window: NumPy's strided view and copy (a byte copy, so
+            # bit-exact) costs less than a kernel call's fixed overhead
+            # (docs/PERFORMANCE.md).
+            return lambda x: x[idx].copy()
 
-    def run(x, out=None):
-        small = size <= config.CPU_SLICE_NUMPY_MAX
-        if out is None:
-            if small:
-                # A small window: NumPy's strided view and copy (a byte copy, so
-                # bit-exact) costs less than a kernel call's fixed overhead
-                # (docs/PERFORMANCE.md).
-                return x[idx].copy()
+        def new(x):
             o = np.empty(out_shape, dtype)
             _copy(read(x), base, o.ravel().view(u), 0, geom, size)
             return o
+
+        return new
+    write = reader(out)
+    may_share = np.may_share_memory  # overlaps' test, without a frame of its own
+
+    def into(x, out):
         o = out if type(out) is _ndarray else out.numpy()  # a PyTorch CPU tensor's memory
         if small:
             # As for new outputs.  A window that may overlap ``out`` is copied first:
@@ -110,7 +112,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
             torch_written(out)  # as PyTorch's in-place ops mark the tensors they write
         return out
 
-    return run
+    return into
 
 
 def overlaps(a, b):
