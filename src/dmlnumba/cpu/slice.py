@@ -93,17 +93,19 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
 
         return new
     write = reader(out)
+    flat = len(out_shape) == 1
     may_share = np.may_share_memory  # overlaps' test, without a frame of its own
 
     def into(x, out):
         o = out if type(out) is _ndarray else out.numpy()  # a PyTorch CPU tensor's memory
         if small:
-            # As for new outputs.  A window that may overlap ``out`` is copied first:
-            # NumPy's assignment does not buffer every overlap (a 1-d same-direction
-            # one of other strides is copied element by element).  An assignment of
+            # As for new outputs.  NumPy's assignment buffers a source that may
+            # overlap a destination of two or more dimensions, but of a 1-d one only
+            # where their directions differ (the rest it copies element by element):
+            # a 1-d window that may overlap ``out`` is copied first.  An assignment of
             # the same dtype (the key's) is a byte copy, and costs less than copyto.
             w = x[idx]
-            o[...] = w.copy() if may_share(w, o) else w
+            o[...] = w.copy() if flat and may_share(w, o) else w
         elif may_share(x, o):
             return None
         else:
