@@ -11,8 +11,7 @@ calls each (the count is asserted, so a generator that stops drawing overlaps
 fails): slice1's cached runner (a repeat with the same parameter tuples), its
 general path (list parameters), its NumPy small-window copy, the parallel kernels
 (``tiny_blocks``) and the CUDA target; nonzero_coordinates' serial drivers, its
-parallel kernels and the CUDA target (its ``out_*=`` calls never take a runner:
-runners are kept only for calls into new outputs).
+parallel kernels, its runners (whose kernels test the overlap) and the CUDA target.
 """
 
 import contextlib
@@ -408,6 +407,33 @@ def test_nonzero_overlap_parallel_kernels():
             _nonzero_once(rng, _nonzero_case(rng, min_size=config.CPU_NONZERO_BLOCK + 1))
             n += 1
     assert sum(1 for k in seen if k[-1] == "parallel") >= CALLS
+    assert n >= CALLS
+
+
+def _nonzero_kept(case, buf):
+    oc = None if case.count is None else view(buf, case.count)
+    ox = None if case.coords is None else view(buf, case.coords)
+    args = (view(buf, case.x), case.width, case.dtype, case.max_count, None, None, oc, ox)
+    return keys.nonzero("nonzero_coordinates", *args)[1]
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+def test_nonzero_overlap_cached_runner(parallel):
+    """A repeat of each call takes the runner its first call kept for these layouts,
+    whose kernel finds the overlap and writes nothing (the full path then runs);
+    ``parallel``: tiny blocks, every input of more than one block on numba's threads."""
+    rng = np.random.default_rng(4713 + parallel)
+    n = kept = 0
+    with contextlib.ExitStack() as stack:
+        if parallel:
+            stack.enter_context(tiny_blocks())
+        while n < CALLS:
+            case = _nonzero_case(rng, min_size=config.CPU_NONZERO_BLOCK + 1 if parallel else 1)
+            _nonzero_once(rng, case)
+            kept += _nonzero_kept(case, np.empty(case.nbytes, np.uint8)) is not None
+            _nonzero_once(rng, case)
+            n += 2
+    assert kept >= CALLS // 2 * 0.9  # (no runner for calls with no rows to write)
     assert n >= CALLS
 
 

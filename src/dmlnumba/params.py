@@ -127,6 +127,7 @@ NONZERO_CPU = declare(
         "count_pos",  # index of the count in its flat view
         "contiguous",  # 1: element e is src[src_base + e]
         "limit",  # rows the output holds
+        "ask_apart",  # 1: the driver asks whether its arrays may share memory (a caller's)
     ),
 )
 

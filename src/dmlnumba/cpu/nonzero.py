@@ -41,6 +41,7 @@ def _params(block, dtype, **fields):
     fields["nblocks"] = max(1, -(-fields["n"] // block))
     fields["ndim"] = len(fields["shape"])
     fields["mask"] = _mask(dtype)
+    fields.setdefault("ask_apart", 0)
     return pack(NONZERO_CPU, **fields)
 
 
@@ -77,17 +78,17 @@ def _launch(src, dtype, out, count, **fields):
 def _launch_block(p, src, out, count, driver):
     """Run the nonzero of parameter block ``p``; ``driver``:
     :func:`~dmlnumba.cpu.threads.nonzero_driver`'s choice, for a call that runs on
-    this thread."""
+    this thread.  Returns whether it wrote: False, having written nothing, where
+    ``p`` asks (``ask_apart``) and ``src``, ``out`` and ``count`` may share memory."""
     bits = (8 * src.itemsize, 8 * out.itemsize)
     if nonzero_on_threads(p) and threads_ok():
         k = process.kernels()
         fc = compiling.c_function_address(k.count_function, "count", bits[0])
         fw = compiling.c_function_address(k.write_function, "write", *bits)
         key = ("nonzero",) + bits
-        run_parallel(k.nonzero_parallel, k.nonzero, key, fc, fw, src, p, out, count)
-    else:
-        kernel, key, passes = _serial(driver, bits)
-        compiling.run(kernel, key, *passes, src, p, out, count)
+        return run_parallel(k.nonzero_parallel, k.nonzero, key, fc, fw, src, p, out, count)
+    kernel, key, passes = _serial(driver, bits)
+    return compiling.run(kernel, key, *passes, src, p, out, count)
 
 
 def _serial(driver, bits):
@@ -146,7 +147,6 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     # The given outputs' flat views, and their library's rules (PyTorch's marks).
     write_count: Any = None if oc is None else reader(oc)
     write_coords: Any = None if ox is None else reader(ox)
-    may_share = np.may_share_memory  # slice.overlaps' test, without a frame of its own
     kernel = None
     key: tuple = ()
     passes: tuple = ()
@@ -159,36 +159,29 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
             cnt = wc = np.empty(1, u)
             crd = np.empty(shape, u)  # and its flat view: cheaper than the other way round
             wx = crd.ravel()
-        else:
-            oc = out_count
+        else:  # the kernel asks whether they may overlap (None: it wrote nothing)
+            oc, ox = out_count, out_coordinates
             if write_count is None:
                 cnt = wc = np.empty(1, u)
             else:
-                if type(oc) is not _ndarray:  # a PyTorch CPU tensor: its memory
-                    oc = oc.numpy()
-                if may_share(x, oc):
-                    return None
-                wc = write_count(oc)
+                wc = write_count(oc if type(oc) is _ndarray else oc.numpy())
             if write_coords is None:
                 crd = np.empty(shape, u)
                 wx = crd.ravel()
-            else:
-                ox = out_coordinates
-                if type(ox) is not _ndarray:
-                    ox = ox.numpy()
-                if may_share(x, ox) or (cnt is None and may_share(oc, ox)):
-                    return None
-                wx = write_coords(ox)
+            else:  # (a PyTorch CPU tensor's memory, through Tensor.numpy)
+                wx = write_coords(ox if type(ox) is _ndarray else ox.numpy())
         src = read(x)
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
             if passes:
-                compiling.run(kernel, key, *passes, src, p, wx, wc)
+                wrote = compiling.run(kernel, key, *passes, src, p, wx, wc)
             else:  # the positions pass: no C function (and no star call)
-                compiling.run(kernel, key, src, p, wx, wc)
+                wrote = compiling.run(kernel, key, src, p, wx, wc)
         else:
-            _launch_block(p, src, wx, wc, driver)
+            wrote = _launch_block(p, src, wx, wc, driver)
             if serial:  # compiled (or loaded) by the call just made
                 kernel, key, passes = _serial(driver, (8 * src.itemsize, 8 * wx.itemsize))
+        if not wrote:
+            return None
         if given:
             return _given(out_count, out_coordinates, cnt, crd, dtype if view else None)
         if view:
@@ -221,6 +214,7 @@ def _given_block(p, count, coords):
     """``(block, out_base)``: the block ``p`` of new outputs rewritten for the given
     ``count`` and ``coords`` (NumPy views; either may be None: a new one's place)."""
     p = p.copy()
+    p[NONZERO_CPU.ask_apart] = 1  # the kernel's test of the caller's outputs
     if count is not None:
         p[NONZERO_CPU.count_pos] = flat_view(count)[1]
     obase = 0

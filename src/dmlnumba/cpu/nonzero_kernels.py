@@ -76,6 +76,31 @@ def _positions(src, p, n, mask, out):
 
 
 @_inline
+def _apart(a, b):
+    """Whether the arrays ``a`` and ``b`` share no byte, by their bounds (as
+    ``numpy.may_share_memory``): of flat views, the spans of their arrays' elements.
+    An empty array shares none."""
+    if a.size == 0 or b.size == 0:
+        return True
+    pa, pb = np.int64(a.ctypes.data), np.int64(b.ctypes.data)
+    return pa + a.size * a.itemsize <= pb or pb + b.size * b.itemsize <= pa
+
+
+@_inline
+def _outputs_apart(src, p, out, count):
+    """Whether no two of a driver's arrays share a byte, where the block asks
+    (``ask_apart``: a runner's call into the caller's outputs; the full path tests
+    its outputs itself).  Each driver asks before it writes, and writes nothing
+    where they may, so that such a call needs no Python test of its own.  Where no
+    row is written (a limit of 0) ``out`` is not asked: the count may stand in."""
+    if p[P.ask_apart] == 0:
+        return True
+    if not _apart(src, count):
+        return False
+    return p[P.limit] == 0 or (_apart(src, out) and _apart(count, out))
+
+
+@_inline
 def _scan(rows, nblocks):
     """``rows[b + 1]`` holds block ``b``'s count: make ``rows[b]`` its first row."""
     rows[0] = 0
@@ -87,9 +112,13 @@ def _positions_driver(src, p, out, count):
     """NONZERO_COORDINATES of a C-contiguous input into one packed column from
     ``out[0]``, every row fitting (one block): the positions are the rows
     (:func:`_positions`).  A driver of its own, so that only such calls compile
-    the positions pass."""
+    the positions pass.  Every driver returns whether it wrote: False, having
+    written nothing, where its arrays may share memory (:func:`_outputs_apart`)."""
+    if not _outputs_apart(src, p, out, count):
+        return False
     mask = src.dtype.type(p[P.mask])
     count[p[P.count_pos]] = _positions(src, p[P.src_base], p[P.n], mask, out)
+    return True
 
 
 def _single_driver(fw, src, p, out, count):
@@ -98,10 +127,13 @@ def _single_driver(fw, src, p, out, count):
     :func:`~.nonzero_write.write_function`'s C function), bounded by the worst case
     (every element), ends on the count.  ``p`` as for :func:`_nonzero_driver`'s
     drivers."""
+    if not _outputs_apart(src, p, out, count):
+        return False
     sp, pp, op = data_pointer(src), data_pointer(p), data_pointer(out)
     zero = np.int64(0)
     rows = call_int64(fw, sp, src.size, pp, p.size, zero, op, out.size, zero, p[P.n])
     count[p[P.count_pos]] = rows
+    return True
 
 
 nonzero_positions = jit(nogil=True)(_positions_driver)
@@ -129,8 +161,11 @@ def _nonzero_driver(parallel):
         order with no sort and no atomics; the count is the true count, also where
         it exceeds ``limit``.  (A single block whose rows all fit needs neither
         the count nor the scan: :func:`nonzero_single` and
-        :func:`nonzero_positions` take those calls, chosen by the caller.)
+        :func:`nonzero_positions` take those calls, chosen by the caller.)  Returns
+        whether it wrote (see :func:`_positions_driver`).
         """
+        if not _outputs_apart(src, p, out, count):
+            return False
         sp, sn, pp, pn = data_pointer(src), src.size, data_pointer(p), p.size
         op, on = data_pointer(out), out.size
         nblocks = p[P.nblocks]
@@ -144,6 +179,7 @@ def _nonzero_driver(parallel):
             lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
             call_int64(fw, sp, sn, pp, pn, np.int64(b), op, on, lo, hi)
         count[p[P.count_pos]] = rows[nblocks]
+        return True
 
     return jit(parallel=parallel, nogil=True)(nonzero)
 
