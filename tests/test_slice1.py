@@ -456,7 +456,9 @@ def test_threads_free_counts_the_other_runnable_threads(monkeypatch, tmp_path):
 
     monkeypatch.setattr(threads, "_CORES", 16)
     monkeypatch.setattr(threads, "_busy_until", -1.0)
-    monkeypatch.setattr(threads, "_parallel_end", -1.0)
+    monkeypatch.setattr(threads, "_last_busy", -1e9)
+    pool = [0]
+    monkeypatch.setattr(threads, "_pool_running", lambda: pool[0])
     f = tmp_path / "loadavg"
 
     def free(running, n=16):
@@ -470,13 +472,88 @@ def test_threads_free_counts_the_other_runnable_threads(monkeypatch, tmp_path):
 
     assert free(1) == 16  # only the caller
     assert free(2) == 15  # one other runnable thread: 15 cores left
-    assert free(1) == 15  # held: the others sleep now and then
+    assert free(1) == 16  # one busy count: a moment's work, no hold
+    assert free(2) == 15 and free(1) == 15  # a second: held (the others sleep now and then)
     monkeypatch.setattr(threads, "_busy_until", -1.0)
+    monkeypatch.setattr(threads, "_last_busy", -1e9)
     assert free(1) == 16
     monkeypatch.setattr(threads, "_busy_until", -1.0)
-    assert free(40) == 1 and free(1, n=4) == 1
+    assert free(40) == 1 and free(40) == 1 and free(1, n=4) == 1
+    monkeypatch.setattr(threads, "_busy_until", -1.0)
+    monkeypatch.setattr(threads, "_last_busy", -1e9)
+    pool[0] = 2  # numba's pool threads, spinning after a parallel region
+    assert free(3) == 16 and free(5) == 14
     monkeypatch.setattr(threads, "_loadavg", False)
     assert threads.threads_free(8) == 8  # not Linux: no count, no check
+
+
+def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch, tmp_path):
+    """Calls that follow each other within BUSY_HOLD_S on an idle machine do not
+    renew the hold (they did: back-to-back calls stayed on one thread for good)."""
+    import os
+
+    from dmlnumba.cpu import threads
+
+    now = [100.0]
+    monkeypatch.setattr(threads.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(threads, "_CORES", 2)
+    monkeypatch.setattr(threads, "_busy_until", -1.0)
+    monkeypatch.setattr(threads, "_last_busy", -1e9)
+    monkeypatch.setattr(threads, "_pool_running", lambda: 0)
+    f = tmp_path / "loadavg"
+
+    def free(running):
+        f.write_text(f"0.5 0.5 0.5 {running}/900 123\n")
+        fd = os.open(f, os.O_RDONLY)
+        monkeypatch.setattr(threads, "_loadavg", fd)
+        try:
+            return threads.threads_free(2)
+        finally:
+            os.close(fd)
+
+    assert free(2) == 1 and free(2) == 1  # another process runs: held for BUSY_HOLD_S
+    seen = []
+    for _ in range(8):
+        now[0] += threads.BUSY_HOLD_S / 4
+        seen.append(free(1))
+    assert seen[:3] == [1, 1, 1] and seen[4:] == [2, 2, 2, 2]
+
+
+def test_the_pool_threads_are_the_ones_the_first_region_started(monkeypatch):
+    """numba's pool threads, found around the first parallel region, and counted
+    where they run (spinning, as GNU OpenMP's do after a region)."""
+    import threading
+
+    import numba
+
+    from dmlnumba.cpu import compiling, threads
+
+    monkeypatch.setattr(threads, "_pool_tids", None)
+    stop = threading.Event()
+    a = np.random.default_rng(0).random(1 << 20)
+    started = []
+
+    def work():  # a thread that runs without the GIL (NumPy sorting)
+        while not stop.is_set():
+            np.sort(a)
+
+    def region(*_):  # the first parallel region, which starts a thread
+        started.append(threading.Thread(target=work))
+        started[0].start()
+
+    monkeypatch.setattr(compiling, "_warm", {("parallel",)})  # no first call's notice timer
+    before = threads._task_ids()
+    threads._on_threads(numba.get_num_threads(), numba.get_num_threads(), region, (), ())
+    try:
+        assert str(started[0].native_id) in threads._pool_tids
+        assert not set(threads._pool_tids) & before
+        counts = [threads._pool_running() for _ in range(200)]
+    finally:
+        stop.set()
+        started[0].join()
+    assert max(counts) >= 1
+    monkeypatch.setattr(threads, "_pool_tids", ())
+    assert threads._pool_running() == 0
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])

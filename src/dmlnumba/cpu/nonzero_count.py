@@ -8,10 +8,15 @@ from numba import carray, types
 from ..params import NONZERO_CPU as P
 from .compiling import c_function
 from .indexmath import _inline, block_bounds, is_nonzero, next_row, offset, unravel
-from .llvm import item_pointer
+from .llvm import item_pointer, leading_zeros, popcount, trailing_zeros
 
 #: Elements compacted at a time by the write pass (the size of its index buffer).
 COMPACT = 1024
+#: Elements a sparse compaction (:func:`_compact_groups`) reads at a time (one 64-bit
+#: mask); a group with at most ``SPARSE_BITS`` non-zeros is written one set bit at a
+#: time.
+GROUP = 64
+SPARSE_BITS = 16
 
 
 @_inline
@@ -68,10 +73,49 @@ def _compact_from(src, up, k0, n, mask, out, c):
 
 
 @_inline
+def _group_bits(src, up, g, n, mask):
+    """A uint64 with bit ``j`` set where element ``g + j`` (of ``n``, read at
+    ``src[up + g + j]``) is non-zero: 64 elements, fewer at the end.  The loop
+    vectorizes."""
+    b = up + np.uint64(g)
+    m = np.uint64(0)
+    if g + GROUP <= n:
+        for j in range(GROUP):
+            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
+    else:
+        for j in range(n - g):
+            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
+    return m
+
+
+@_inline
+def _compact_groups(src, up, n, mask, out, c):
+    """Write the positions ``k`` (0 <= k < n) of the non-zero elements among
+    ``src[up + k]`` into ``out`` from ``out[c]``, in order, and nothing past them;
+    return the position after the last one written.  64 elements at a time, the
+    non-zero ones as a bit mask (:func:`_group_bits`): a group with none is skipped,
+    one with at most ``SPARSE_BITS`` is written one set bit at a time, a denser one
+    by the branchless loop (:func:`_compact_from`) up to its last set bit, so
+    sparse runs skip most of the work of one store an element."""
+    one = np.uint64(1)
+    for g in range(0, n, GROUP):
+        m = _group_bits(src, up, g, n, mask)
+        if popcount(m) <= SPARSE_BITS:
+            while m:
+                out[np.uint64(c)] = g + trailing_zeros(m)
+                c += 1
+                m &= m - one
+        else:
+            c = _compact_from(src, up, g, GROUP - leading_zeros(m), mask, out, c)
+    return c
+
+
+@_inline
 def _compact_contiguous(src, p, n, mask, buf):
     """Write the positions ``k`` (0 <= k < n) of the non-zero elements among
-    ``src[p : p + n]`` into ``buf``, in order, without a branch; return how many."""
-    return _compact_from(src, np.uint64(p), 0, n, mask, buf, 0)
+    ``src[p : p + n]`` into ``buf``, in order (:func:`_compact_groups`); return how
+    many."""
+    return _compact_groups(src, np.uint64(p), n, mask, buf, 0)
 
 
 @_inline

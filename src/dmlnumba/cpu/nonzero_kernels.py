@@ -10,32 +10,8 @@ from ..params import NONZERO_CPU as P
 from .compiling import jit
 from .indexmath import _inline, is_nonzero
 from .llvm import call_int64, data_pointer
-from .llvm import leading_zeros as _leading_zeros
-from .llvm import popcount as _popcount
-from .llvm import trailing_zeros as _trailing_zeros
-from .nonzero_count import _compact_from, _count_contiguous
+from .nonzero_count import GROUP, _compact_from, _compact_groups, _count_contiguous
 from .nonzero_write import DENSE_OF
-
-#: Elements a sparse pass of :func:`_positions` reads at a time (one 64-bit mask);
-#: a group with at most ``SPARSE_BITS`` non-zeros is written one set bit at a time.
-GROUP = 64
-SPARSE_BITS = 16
-
-
-@_inline
-def _group_bits(src, up, g, n, mask):
-    """A uint64 with bit ``j`` set where element ``g + j`` (of ``n``, read at
-    ``src[up + g + j]``) is non-zero: 64 elements, fewer at the end.  The loop
-    vectorizes."""
-    b = up + np.uint64(g)
-    m = np.uint64(0)
-    if g + GROUP <= n:
-        for j in range(GROUP):
-            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
-    else:
-        for j in range(n - g):
-            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
-    return m
 
 
 @jit
@@ -50,9 +26,7 @@ def _positions(src, p, n, mask, out):
       (:func:`_compact_from`) that ends on the last non-zero element, faster than
       :func:`~.nonzero_write._write_block` on a small input;
     - fewer: 64 elements at a time, the non-zero ones as a bit mask
-      (:func:`_group_bits`).  A group with none is skipped, one with at most
-      ``SPARSE_BITS`` is written one set bit at a time, a denser one by the
-      branchless loop up to its last set bit, so sparse inputs skip most work.
+      (:func:`~.nonzero_count._compact_groups`), so sparse inputs skip most work.
     """
     up = np.uint64(p)
     h = min(GROUP, n)
@@ -61,18 +35,7 @@ def _positions(src, p, n, mask, out):
         while e > 0 and not is_nonzero(src[up + np.uint64(e - 1)], mask):
             e -= 1
         return _compact_from(src, up, 0, e, mask, out, 0)
-    c = 0
-    one = np.uint64(1)
-    for g in range(0, n, GROUP):
-        m = _group_bits(src, up, g, n, mask)
-        if _popcount(m) <= SPARSE_BITS:
-            while m:
-                out[np.uint64(c)] = g + _trailing_zeros(m)
-                c += 1
-                m &= m - one
-        else:
-            c = _compact_from(src, up, g, GROUP - _leading_zeros(m), mask, out, c)
-    return c
+    return _compact_groups(src, up, n, mask, out, 0)
 
 
 @_inline

@@ -94,10 +94,12 @@ def run_parallel(parallel, serial, key, *args):
 
 def _on_threads(k, want, parallel, key, args):
     """``parallel(*args)`` on ``k`` of numba's threads (this thread's setting, put back
-    after: it was ``want``), noting when the region ended (see :func:`threads_free`)."""
-    global _parallel_end
+    after: it was ``want``).  Around the first such region, notes which threads it
+    started: numba's pool (see :func:`threads_free`)."""
+    global _pool_tids
     import numba
 
+    before = _task_ids() if _pool_tids is None else None
     if k == want:
         result = compiling.run(parallel, key + ("parallel",), *args)
     else:
@@ -106,21 +108,23 @@ def _on_threads(k, want, parallel, key, args):
             result = compiling.run(parallel, key + ("parallel",), *args)
         finally:
             numba.set_num_threads(want)
-    _parallel_end = time.monotonic()
+    if before is not None:
+        _pool_tids = tuple(_task_ids() - before)
     return result
 
 
 #: ``/proc/loadavg``, kept open (:func:`threads_free`); None until first asked, False
 #: where it cannot be read (not Linux).
 _loadavg: Any = None
-#: ``time.monotonic()`` at the end of the last parallel slice1 call.
-_parallel_end = -1.0
-#: Seconds after a parallel region in which numba's pool threads may still be
-#: running: GNU OpenMP's threads spin a while at its barrier before they sleep.
-POOL_SPIN_S = 0.02
-#: Seconds that calls stay on one thread after other runnable threads were seen.
+#: Seconds that calls stay on fewer threads after other runnable threads were seen
+#: twice within as many seconds.
 BUSY_HOLD_S = 1.0
 _busy_until = -1.0
+#: ``time.monotonic()`` when other runnable threads were last seen.
+_last_busy = -1e9
+#: The ids of the threads the first parallel region started (numba's pool; none
+#: where another region started it); None before that region.
+_pool_tids: Any = None
 #: The fewest threads with a core seen since ``_busy_until - BUSY_HOLD_S``.
 _held = 1
 #: The machine's cores, asked once (``os.cpu_count()`` is not free).
@@ -129,15 +133,18 @@ _CORES = os.cpu_count() or 1
 
 def threads_free(threads):
     """How many of ``threads`` threads have a core of their own: the machine's cores
-    less the runnable threads (Linux's count, ``/proc/loadavg``) other than the
-    caller and, just after a parallel region, numba's pool threads still spinning;
-    the fewest seen in the last ``BUSY_HOLD_S`` (the other processes of a busy
-    machine sleep now and then: a count taken at such a moment would overcommit the
-    cores).  A parallel region waits for its slowest thread, and on a busy machine
-    one of them waits for a core: parallel calls then take several times their
-    serial time (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).  ``threads`` where the
-    count cannot be read.  Asked only before a call large enough for the threads."""
-    global _loadavg, _busy_until, _held
+    less the other runnable threads (Linux's count of every runnable thread,
+    ``/proc/loadavg``, less the caller and numba's pool threads that still spin
+    after a parallel region, :func:`_pool_running`; another library's spinning
+    threads, PyTorch's, take cores as another process's do); the fewest seen in
+    the last ``BUSY_HOLD_S``, once a second busy count followed the first within
+    it (the other processes of a busy machine sleep now and then: a count taken at
+    such a moment would overcommit the cores).  A parallel region waits for its
+    slowest thread, and on a busy machine one of them waits for a core: parallel
+    calls then take several times their serial time (docs/PERFORMANCE.md,
+    ``CPU_LOAD_CHECK``).  ``threads`` where the count cannot be read.  Asked only
+    before a call large enough for the threads."""
+    global _loadavg, _busy_until, _held, _last_busy
     if _loadavg is None:
         try:
             _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
@@ -149,16 +156,48 @@ def threads_free(threads):
         running = int(os.pread(_loadavg, 128, 0).split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
         return threads
+    others = running - 1  # (the caller)
+    if others > 0:  # (the pool threads' states cost more: asked only here)
+        others -= _pool_running()
     now = time.monotonic()
-    own = threads if now - _parallel_end < POOL_SPIN_S else 1
-    free = min(threads, max(1, _CORES - (running - own)))
-    if now < _busy_until:
-        free = min(free, _held)
-    if free < threads:
-        if now >= _busy_until or free < _held:
-            _held = free
-        _busy_until = now + BUSY_HOLD_S
-    return free
+    seen = min(threads, max(1, _CORES - others))
+    # A hold starts where a second busy count follows one within BUSY_HOLD_S (a
+    # single one is often a moment's work of a system process), and is renewed by
+    # what is seen, not by the held count: calls made while it holds would
+    # otherwise renew it for as long as they follow each other.
+    if seen < threads:
+        if now - _last_busy < BUSY_HOLD_S:
+            if now >= _busy_until or seen < _held:
+                _held = seen
+            _busy_until = now + BUSY_HOLD_S
+        _last_busy = now
+    return min(seen, _held) if now < _busy_until else seen
+
+
+def _task_ids():
+    """The ids of this process's threads (an empty set where Linux's list is not there)."""
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
+
+
+def _pool_running():
+    """The threads of numba's pool (:data:`_pool_tids`) that are runnable: GNU
+    OpenMP's spin a while after a parallel region, and the next region takes them."""
+    n = 0
+    for tid in _pool_tids or ():
+        try:
+            fd = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
+        except OSError:  # a thread that ended
+            continue
+        try:
+            s = os.pread(fd, 128, 0)
+        finally:
+            os.close(fd)
+        i = s.rfind(b")")  # the state follows the name, which may hold anything
+        n += s[i + 2 : i + 3] == b"R"
+    return n
 
 
 def slice_parallel(size, nchunks):

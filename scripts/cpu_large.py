@@ -1,0 +1,104 @@
+"""Large CPU calls beside their peers, idle or with busy processes: slice1 of a 16M
+float32 ``[::-1]`` against NumPy's slice and copy, and nonzero_coordinates of a
+64x1024x1024 float32 input at each density against ``torch.nonzero`` (PyTorch on as
+many threads as numba), ``numpy.argwhere`` and ONNX Runtime's NonZero (where
+installed).  ``--busy N`` starts N processes that spin (``while True: pass``) for
+the timed rounds.  Contenders of an operator run interleaved (:func:`harness.compare`);
+each line prints median (min-max) and each peer's time over dmlnumba's, and how many
+calls the load check sent to numba's threads (``threads_free`` answers).
+
+    python3 scripts/cpu_large.py [--busy N] [--only slice|nonzero] [--density 0.01 ...]
+"""
+
+import argparse
+import collections
+import subprocess
+import sys
+import time
+
+import harness
+import numpy as np
+
+import dmlnumba
+from dmlnumba.cpu import threads
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--busy", type=int, default=0)
+ap.add_argument("--only", choices=["slice", "nonzero"])
+ap.add_argument("--density", type=float, nargs="*", default=[0.01, 0.5, 0.99])
+ap.add_argument("--rounds", type=int, default=15)
+a = ap.parse_args()
+
+answers: collections.Counter = collections.Counter()
+_free = threads.threads_free
+
+
+def counted(n):
+    r = _free(n)
+    answers[r] += 1
+    return r
+
+
+threads.threads_free = counted
+
+
+def peers_of_nonzero(x):
+    import numba
+    import torch
+
+    torch.set_num_threads(numba.get_num_threads())
+    t = torch.from_numpy(x)
+    peers = {"torch.nonzero": lambda: torch.nonzero(t), "numpy.argwhere": lambda: np.argwhere(x)}
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        node = helper.make_node("NonZero", ["x"], ["y"])
+        g = helper.make_graph(
+            [node],
+            "nz",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+            [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+        )
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        peers["onnxruntime"] = lambda: s.run(None, {"x": x})
+    except ImportError:
+        pass
+    return peers
+
+
+cases = []
+rng = np.random.default_rng(0)
+if a.only != "nonzero":
+    v = rng.random(1 << 24).astype(np.float32)
+    w = dmlnumba.window(v.shape, np.s_[::-1])
+    cases.append(
+        (
+            "slice1 16M float32 [::-1]",
+            {"dmlnumba": lambda: dmlnumba.slice1(v, *w), "numpy": lambda: v[::-1].copy()},
+        )
+    )
+if a.only != "slice":
+    for d in a.density:
+        x = np.zeros((64, 1024, 1024), np.float32)
+        x[rng.random(x.shape, dtype=np.float32) < d] = 1.0
+        fns = {"dmlnumba": lambda x=x: dmlnumba.nonzero_coordinates(x), **peers_of_nonzero(x)}
+        cases.append((f"nonzero 64x1024x1024 float32 at {d:g}", fns))
+
+procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.busy)]
+try:
+    time.sleep(1 if a.busy else 0)
+    print(f"{a.busy} busy processes, {a.rounds} interleaved rounds")
+    for name, fns in cases:
+        answers.clear()
+        st = harness.compare(fns, a.rounds)
+        ours = st["dmlnumba"].median
+        print(name)
+        for k, s in st.items():
+            ratio = "" if k == "dmlnumba" else f"  {s.median / ours:.2f}x dmlnumba's time"
+            print(f"  {k:16s} {s.fmt()}{ratio}")
+        print(f"  threads_free answers: {dict(answers)}")
+finally:
+    for p in procs:
+        p.kill()
