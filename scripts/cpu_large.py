@@ -60,7 +60,7 @@ def peers_of_nonzero(x):
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
             [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
         )
-        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
         s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         peers["onnxruntime"] = lambda: s.run(None, {"x": x})
     except ImportError:

@@ -39,7 +39,9 @@ def main(argv=None):
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke test)")
     p.add_argument(
-        "--only", choices=["nonzero", "slice", "small"], help="GPU: one group of cases only"
+        "--only",
+        choices=["nonzero", "slice", "small", "roofline"],
+        help="GPU: one group of cases only",
     )
     args = p.parse_args(argv)
     res = {

@@ -11,6 +11,7 @@ import numpy as np
 import dmlnumba
 
 from .bench_grad import contenders, slice_grad_row
+from .bench_roofline import roofline_rows
 from .bench_timing import Timings, interleaved, record
 
 
@@ -160,6 +161,8 @@ def gpu_cases(quick=False, only=None):
             slice_grad_row(rows, case, shape, idx, reps, bw, cp, True, sync)
     if only in (None, "small"):
         _gpu_small_rows(rows)
+    if only in (None, "roofline"):
+        roofline_rows(rows, bw, quick)
     return {"device": torch.cuda.get_device_name(), "copy_bandwidth_Bps": bw, "rows": rows}
 
 

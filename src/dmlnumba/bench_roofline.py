@@ -1,0 +1,78 @@
+"""The GPU read roofline of nonzero_coordinates (``python -m dmlnumba.bench --target gpu
+--only roofline``): a CUDA graph replay of the call into preallocated PyTorch outputs
+(no allocation, no launch overhead: the kernels' time), beside ``torch.sum`` of the same
+input (a reduction reads the input once, as fast as the GPU reads), on float32 inputs
+of 2**26, 2**28 and 2**30 elements, 1-d and ``(n / 4096, 64, 64)``, at 1%, 50% and 99%.
+
+Each row prints the replay's median (min-max) over CUDA events, the speed it reads
+the input at as a share of ``torch.sum``'s (the figure for sparse inputs, where reading
+the input is the whole job), and the bytes read plus written over the copy bandwidth
+(the figure for dense ones)."""
+
+import statistics
+from typing import Any
+
+
+def _event_times(fn, reps, torch):
+    """Seconds a call of ``fn`` by CUDA events, ``reps`` times after a warm-up."""
+    fn()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) * 1e-3)
+    return out
+
+
+def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
+    """Append and print the rows (``bw``: the copy bandwidth, bytes a second)."""
+    import torch
+
+    import dmlnumba
+
+    reps = 5 if quick else 15
+    for k in (20, 22) if quick else (26, 28, 30):
+        n = 1 << k
+        for shape in ((n,), (n // 4096, 64, 64)):
+            x = torch.empty(shape, device="cuda")
+            for d in (0.01, 0.5, 0.99):
+                x.uniform_()
+                x[x >= d] = 0
+                nnz = int(torch.count_nonzero(x))
+                count = torch.empty(1, dtype=torch.uint32, device="cuda")
+                coords = torch.empty((n, len(shape)), dtype=torch.uint32, device="cuda")
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    dmlnumba.nonzero_coordinates(x, out_count=count, out_coordinates=coords)
+                g.replay()
+                torch.cuda.synchronize()
+                assert int(count[0]) == nnz
+                t_nz, t_sum = [], []
+                for _ in range(reps):  # interleaved, one sample each a round
+                    t_nz += _event_times(g.replay, 1, torch)
+                    t_sum += _event_times(lambda x=x: torch.sum(x), 1, torch)
+                nz, sm = statistics.median(t_nz), statistics.median(t_sum)
+                read = x.nbytes / nz / (x.nbytes / sm)
+                moved = (x.nbytes + nnz * len(shape) * 4) / nz / bw
+                dims = "x".join(map(str, shape))
+                case = f"nonzero graph replay 2**{k} ({dims}) f32 {d:.0%}"
+                r: dict[str, Any] = {
+                    "case": case,
+                    "times_s": {"dmlnumba graph replay": nz, "torch.sum": sm},
+                    "spread_s": {"dmlnumba graph replay": (min(t_nz), max(t_nz))},
+                    "read_vs_sum_pct": 100 * read,
+                    "roofline_pct": 100 * moved,
+                }
+                rows.append(r)
+                print(
+                    f"  {case}: {nz * 1e3:.3f} ({min(t_nz) * 1e3:.3f}-{max(t_nz) * 1e3:.3f}) ms; "
+                    f"reads at {100 * read:.0f}% of torch.sum's speed ({sm * 1e3:.3f} ms); "
+                    f"read+written {100 * moved:.0f}% of copy bw",
+                    flush=True,
+                )
+                del g, coords
+            del x
+            torch.cuda.empty_cache()
