@@ -25,7 +25,6 @@ from .._internals import function_handle
 from ..caches import Bounded
 from ..cpu.cachefile import checked
 from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
-from .driver import launch_kernel
 from .memory import check
 from .nonzero_kernel import make_nonzero
 from .sim import SIM
@@ -132,8 +131,7 @@ class _Launch:
     pointers, numba's array ABI fields) live in one ctypes buffer whose first
     ``len(params)`` words are written once; a call writes the rest and launches.
     Not ``cuda.core.launch``, which converts the 40-odd parameters anew every call,
-    a large share of a small call's host time; and the driver's function through
-    ctypes (:mod:`.driver`), not cuda.bindings' wrapper of it.  The driver copies the arguments
+    a large share of a small call's host time.  The driver copies the arguments
     before it returns, so a lock per launcher (per stream) keeps two threads from
     writing one buffer between the write and the launch."""
 
@@ -153,9 +151,11 @@ class _Launch:
     )
 
     def __init__(self, kernel, grid, block, stream, params):
-        self._go = launch_kernel()
-        self._f = int(kernel.handle)  # a CUkernel serves as a CUfunction
-        self._stream = stream
+        from cuda.bindings import driver
+
+        self._go = driver.cuLaunchKernel
+        self._f = driver.CUfunction(int(kernel.handle))  # a CUkernel serves as one
+        self._stream = driver.CUstream(stream)
         self._grid = grid
         self._bx, self._by, self._bz = block
         self._n = len(params)
@@ -176,7 +176,7 @@ class _Launch:
             if not self._addr:
                 self._buffer(len(args))
             self._words[self._n :] = args
-            err = self._go(
+            (err,) = self._go(
                 self._f,
                 self._grid,
                 1,
@@ -187,10 +187,10 @@ class _Launch:
                 0,
                 self._stream,
                 self._addr,
-                None,
+                0,
             )
         if err:
-            raise RuntimeError(f"dmlnumba: cuLaunchKernel failed: CUresult {err}")
+            raise RuntimeError(f"dmlnumba: cuLaunchKernel failed: {err!r}")
 
 
 def resident_blocks(k, ctx, threads):

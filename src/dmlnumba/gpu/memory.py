@@ -5,7 +5,6 @@ stream."""
 
 from numba import cuda
 
-from .driver import context_query
 from .sim import SIM
 from .streams import (
     capturing,
@@ -82,15 +81,15 @@ def numba_context(dev):
 
 def _context_query():
     """The query of the current context's handle as an int (0 where none is
-    current): ``cuCtxGetCurrent`` through ctypes (:mod:`.driver`, the cheapest), or
-    numba's slower view of the same where the driver library cannot be loaded; under
-    the simulator, a constant."""
+    current): ``cuCtxGetCurrent`` through cuda.bindings (the cheapest), or numba's slower
+    view of the same with older bindings; under the simulator, a constant."""
     if SIM:
         return lambda: 1
     try:
-        return context_query()
-    except OSError:  # pragma: no cover  (no driver: any CUDA call fails in numba)
+        from cuda.bindings.driver import cuCtxGetCurrent
+    except ImportError:  # pragma: no cover
         return lambda: cuda.current_context().handle.value
+    return lambda: int(cuCtxGetCurrent()[1])
 
 
 current_context = _context_query()
