@@ -68,29 +68,33 @@ def peers_of_nonzero(x):
     return peers
 
 
-cases = []
-rng = np.random.default_rng(0)
-if a.only != "nonzero":
-    v = rng.random(1 << 24).astype(np.float32)
+def slice_case():
+    v = np.random.default_rng(0).random(1 << 24).astype(np.float32)
     w = dmlnumba.window(v.shape, np.s_[::-1])
-    cases.append(
-        (
-            "slice1 16M float32 [::-1]",
-            {"dmlnumba": lambda: dmlnumba.slice1(v, *w), "numpy": lambda: v[::-1].copy()},
-        )
-    )
+    return {"dmlnumba": lambda: dmlnumba.slice1(v, *w), "numpy": lambda: v[::-1].copy()}
+
+
+def nonzero_case(d):
+    x = np.zeros((64, 1024, 1024), np.float32)
+    x[np.random.default_rng(0).random(x.shape, dtype=np.float32) < d] = 1.0
+    return {"dmlnumba": lambda: dmlnumba.nonzero_coordinates(x), **peers_of_nonzero(x)}
+
+
+# Each case made just before it runs: another case's peers (ONNX Runtime's and
+# PyTorch's thread pools) start no threads before it.
+cases = []
+if a.only != "nonzero":
+    cases.append(("slice1 16M float32 [::-1]", slice_case))
 if a.only != "slice":
     for d in a.density:
-        x = np.zeros((64, 1024, 1024), np.float32)
-        x[rng.random(x.shape, dtype=np.float32) < d] = 1.0
-        fns = {"dmlnumba": lambda x=x: dmlnumba.nonzero_coordinates(x), **peers_of_nonzero(x)}
-        cases.append((f"nonzero 64x1024x1024 float32 at {d:g}", fns))
+        cases.append((f"nonzero 64x1024x1024 float32 at {d:g}", lambda d=d: nonzero_case(d)))
 
 procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.busy)]
 try:
     time.sleep(1 if a.busy else 0)
     print(f"{a.busy} busy processes, {a.rounds} interleaved rounds")
-    for name, fns in cases:
+    for name, make in cases:
+        fns = make()
         answers.clear()
         st = harness.compare(fns, a.rounds)
         ours = st["dmlnumba"].median
