@@ -231,52 +231,43 @@ def expand_coords(wm, dv, out, out_base, width, limit, stage, sb, group):
     coordinates, positions below 2**31) that is not sparse: ``group`` (32 or 16) mask
     words at a time, lane ``i`` expands the positions of word ``base + i``'s non-zeros
     into the warp's part of ``stage`` (``33 * group`` words from ``sb``, as
-    :func:`expand_rows` does), then lane ``t`` writes output words ``t, t + 32, ...``
-    of those rows: coalesced stores (one a row per column scattered the stores of wide
-    rows over as many sectors as lanes, 83% of an 8-column write's sectors wasted).
-    Word ``k`` is column ``c = k % width`` of row ``k // width``: its element's
-    position divided by each dimension after column ``c``'s (the last two divisors
-    kept in registers), then, but for the first column (what is left), the remainder
-    of a division by its own.  ``wm`` as :func:`write_rows` takes it."""
+    :func:`expand_rows` does), then lane ``t`` turns positions ``t, t + 32, ...`` into
+    their rows (a division per column, every lane busy) and stores them.  ``wm`` as
+    :func:`write_rows` takes it."""
     masks, m0, items, row, e0, lane = wm
     shape, magic, shift, ndim = dv
     d1 = uint64(ndim - 1)
     d2 = uint64(ndim - 2)
     n1, m1, l1 = uint32(shape[d1]), uint32(magic[d1]), uint32(shift[d1])
     n2, m2, l2 = uint32(shape[d2]), uint32(magic[d2]), uint32(shift[d2])
-    wu = uint32(width)
-    first = uint64(ndim - width)  # the first column's dimension
+    w = uint64(width)
     lt = uint32((1 << lane) - 1)
     base = 0
     while base < items:
         n = expand_words(wm, base, lt, stage, sb, group)
         left = limit - row  # rows the limit still allows
         m = n if left >= n else (uint32(left) if left > 0 else uint32(0))
-        dst = uint64(out_base + row * width)
-        words = uint32(m * wu)
-        k = uint32(lane)
-        while k < words:
-            r = uint32(k // wu)
-            c = uint32(k - r * wu)
-            e = stage[uint32(sb + r + (r >> uint32(5)))]
-            dim = uint64(first + uint64(c))
-            if dim < d1:  # not the last column: divide by the last dimension
-                e = divide32(e, m1, l1)
-                if dim < d2:
-                    e = divide32(e, m2, l2)
-                    d = uint64(d2 - uint64(1))
-                    while d > dim:
-                        e = divide32(e, uint32(magic[d]), uint32(shift[d]))
-                        d = uint64(d - uint64(1))
-                    if c > uint32(0):
-                        q = divide32(e, uint32(magic[dim]), uint32(shift[dim]))
-                        e = uint32(e - uint32(q * uint32(shape[dim])))
-                elif c > uint32(0):
-                    e = uint32(e - uint32(divide32(e, m2, l2) * n2))
-            elif c > uint32(0):
-                e = uint32(e - uint32(divide32(e, m1, l1) * n1))
-            out[uint64(dst + uint64(k))] = e
-            k = uint32(k + uint32(32))
+        t = uint32(lane)
+        while t < m:
+            e = stage[uint32(sb + t + (t >> uint32(5)))]
+            pos = uint64(out_base + (row + t) * w + w - uint64(1))
+            q = divide32(e, m1, l1)
+            out[pos] = uint32(e - uint32(q * n1))
+            pos -= uint64(1)
+            e = q
+            if width > 2:
+                q = divide32(e, m2, l2)
+                out[pos] = uint32(e - uint32(q * n2))
+                pos -= uint64(1)
+                e = q
+                for jj in range(2, width - 1):
+                    d = uint64(ndim - 1 - jj)
+                    q = divide32(e, uint32(magic[d]), uint32(shift[d]))
+                    out[pos] = uint32(e - uint32(q * uint32(shape[d])))
+                    pos -= uint64(1)
+                    e = q
+            out[pos] = e
+            t = uint32(t + uint32(32))
         sync_warp()
         row += n
         base += group
