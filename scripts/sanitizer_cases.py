@@ -43,8 +43,9 @@ for m in (0, len(want) // 3, len(want), len(want) + 5):
     assert int(to_host(c)[0]) == len(want) and to_host(k).shape == (m, 3)
     assert (to_host(k)[: min(m, len(want))] == want[:m]).all()
     n_ok += 1
-# Staged kernels of 2, 5 and 8 columns (one a width), middling and dense tiles.
-for shape in [(77, 30), (3, 4, 5, 6, 7), (2, 3, 2, 3, 2, 3, 2, 5)]:
+# Staged kernels of 2, 5, 6 and 8 columns (one a width; 6 and 8 write 32-bit rows through
+# the ring), middling and dense tiles.
+for shape in [(77, 30), (3, 4, 5, 6, 7), (3, 2, 3, 2, 3, 5), (2, 3, 2, 3, 2, 3, 2, 5)]:
     for density in (0.3, 1.0):
         x = fill(rng, "float32", int(np.prod(shape)), density).reshape(shape)
         want = np.argwhere(x)

@@ -21,7 +21,8 @@ after inlining their loops over a vector's elements unroll into registers and th
 branches on the variant fold away.
 """
 
-from numba import cuda, int64, uint32, uint64
+from numba import cuda, int64, types, uint32, uint64
+from numba.extending import intrinsic
 
 from ..params import MAXD, rows_copier
 from ..params import NONZERO_CUDA as P
@@ -37,10 +38,32 @@ from .policy import (
     MAX_MASKS,
     MAX_MASKS_TRANSPOSED,
     RING,
+    RING_FROM,
     SPARSE_OF,
     STAGE_WORDS,
 )
+from .sim import SIM
 from .warp import agent, warp_sum
+
+if SIM:
+
+    def _item_bits(a):
+        """The bits of an item of the simulated array ``a``."""
+        return 8 * a.dtype.itemsize
+
+else:
+
+    @intrinsic
+    def _item_bits(typingctx, ptr):
+        """The bits of an item of the raw pointer ``ptr``: a constant of its type, so
+        that a branch on it folds away in each coordinate width's kernel."""
+        bits = ptr.dtype.bitwidth
+
+        def codegen(context, builder, signature, args):
+            return context.get_constant(types.int64, bits)
+
+        return types.int64(ptr), codegen
+
 
 #: Slots of the parameter block, and its copy into shared memory.
 copy_rows = cuda.jit(device=True)(rows_copier(P))
@@ -221,9 +244,11 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         dv = (dshape, dmagic, dshift, ndim)
         wm = (masks, m0, items, excl + warp_rows[warp], e0, lane)
         limit = p[P.limit]
+        # Wide rows of 32-bit coordinates through the ring, whole sectors (policy.RING_FROM).
+        ring = not transposed and staged >= RING_FROM and _item_bits(out) == 32
         if staged == 1:
             expand_rows(wm, out, p[P.out_base], p[P.rs], limit, stage, warp * EXPAND_WARP)
-        elif expand and not sparse:
+        elif expand and not ring and not sparse:
             expand_coords(
                 wm, dv, out, p[P.out_base], width, limit, stage, warp * expand_warp, group
             )

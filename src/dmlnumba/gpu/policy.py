@@ -20,6 +20,13 @@ RING = 64
 #: Shared staging words per block of the staged write pass: warps x RING x width.
 #: The plan allows staging only where ``(threads // 32) * RING * width`` is within this.
 STAGE_WORDS = 4096
+#: The narrowest packed 32-bit rows that a staged kernel with 32-bit positions writes
+#: through the ring (:func:`~dmlnumba.gpu.nonzero_write.stage_rows`, whole sectors)
+#: rather than expanded a row a lane (``expand_coords``, each lane's row ``4 * width``
+#: bytes from the next): H100, 30% non-zero, widths 8 / 7 / 6: 329 -> 139, 803 -> 425,
+#: 145 -> 120 us; widths 5, 4, 3 slower through the ring (174 -> 202, 81 -> 100,
+#: 74 -> 96 us).  64-bit coordinates, which the ring does not hold, always expand.
+RING_FROM = 6
 #: Shared words a warp of the expanding write passes
 #: (:func:`~dmlnumba.gpu.nonzero_write.expand_rows`, ``expand_coords``) holds: the
 #: positions of 32 full mask words, and a word of padding after every 32.
