@@ -23,7 +23,7 @@ from interpreter import run_python
 import dmlnumba
 import dmlnumba.onnx as donnx
 
-from devices import DEVICES, needs_real_gpu, to_device, to_host
+from devices import DEVICES, jax_gpu, needs_real_gpu, to_device, to_host
 from strategies import bits, laid_out, values
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -668,6 +668,28 @@ def test_parameters_from_any_library(device):
     for conv in _converters(device):
         got = donnx.slice(x, conv([2, 1]), conv([0, 9]), conv([0, 1]), conv([-1, 1]))
         assert_same(got, want)
+
+
+def test_jax_gpu_parameters_are_read_after_their_work():
+    """Slice's inputs as JAX arrays on a GPU whose computation still runs when the call
+    reads them: read once JAX's work is done (read through the CUDA array interface,
+    steps were once read as 0)."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    gpu = jax_gpu()
+    big = jax.device_put(jnp.ones(1 << 26, jnp.float32), gpu)
+
+    @jax.jit
+    def late(v, big):  # v, after some 10 ms of work on the GPU
+        z = jax.lax.fori_loop(0, 50, lambda i, a: jnp.sin(a), big)
+        return v + (jnp.sum(z) * 0).astype(v.dtype)
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for _ in range(3):
+        starts = late(jax.device_put(jnp.array([2, 1], jnp.int32), gpu), big)
+        steps = late(jax.device_put(jnp.array([-1, 1], jnp.int32), gpu), big)
+        assert_same(donnx.slice(x, starts, [0, 9], [0, 1], steps), x[2:0:-1, 1:])
 
 
 # --------------------------------------------------------------------- 4. errors

@@ -235,9 +235,14 @@ def view(x, f, name) -> Call:
 
 def host_values(values, f):
     """An array of any library as a NumPy array on the host (read back from a GPU);
-    anything else as ``numpy.asarray`` reads it."""
-    if library(values) == "torch":
+    anything else as ``numpy.asarray`` reads it.  A JAX array is read by JAX, which
+    waits for its work (its GPU memory, read through the CUDA array interface, could
+    still be unwritten: Slice's steps were once read as 0)."""
+    lib = library(values)
+    if lib == "torch":
         return values.detach().cpu().numpy()
-    if is_cuda_array(values):  # CuPy, numba device arrays
+    if lib == "jax":
+        return np.asarray(values)
+    if is_cuda_array(values, lib):  # CuPy, numba device arrays
         return dispatch.cuda_target(f).to_host(values)
     return np.asarray(values)
