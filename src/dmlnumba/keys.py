@@ -49,11 +49,14 @@ def traced(input, *outs, grad=False):
     tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
     must never read or write through DLPack or a data pointer; for a differentiable
     operator (``grad``: slice1, slice_grad), also when autograd records the call (an
-    input that requires grad, in grad mode).  Cheap where PyTorch is not loaded."""
-    if _compiling():
-        return True
+    input that requires grad, in grad mode).  Cheap where PyTorch is not loaded, and
+    for a NumPy input with no other output to ask about."""
     torch = _modules.get("torch")
     if torch is None:
+        return False
+    if torch.compiler.is_compiling():
+        return True
+    if not outs and type(input) is _ndarray:  # the common call: nothing more to ask
         return False
     Tensor = torch.Tensor
     if grad and isinstance(input, Tensor) and input.requires_grad and torch.is_grad_enabled():
@@ -72,13 +75,6 @@ def traced(input, *outs, grad=False):
         elif isinstance(o, Tensor) and _wrapper(o, Tensor):
             return True
     return False
-
-
-def _compiling():
-    """Whether torch.compile or torch.export traces the call (False where PyTorch is
-    not loaded)."""
-    torch = _modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
 
 
 def _wrapper(t, Tensor):
@@ -313,8 +309,8 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
         and device is None
         and stream is None
         and (out is None or type(out) is _ndarray)
-    ):  # NumPy on the CPU, the common repeated call: traced only while compiling
-        if _compiling():
+    ):  # NumPy on the CPU, the common repeated call (a NumPy out is never traced)
+        if traced(input, grad=True):
             return TRACED, None
         layout: Any = (input.dtype, input.shape, input.strides, config.GENERATION)
         if out is not None:
