@@ -13,18 +13,14 @@ import statistics
 from typing import Any
 
 
-def _event_times(fn, reps, torch):
-    """Seconds a call of ``fn`` by CUDA events, ``reps`` times after a warm-up."""
+def _event_time(fn, torch):
+    """Seconds of one call of ``fn`` by CUDA events."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
     fn()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1e-3)
-    return out
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e-3
 
 
 def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
@@ -47,15 +43,17 @@ def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
                 g = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(g):
                     dmlnumba.nonzero_coordinates(x, out_count=count, out_coordinates=coords)
-                g.replay()
+                total = lambda x=x: torch.sum(x)  # noqa: E731
+                g.replay()  # (the warm-ups)
+                total()
                 torch.cuda.synchronize()
                 assert int(count[0]) == nnz
                 t_nz, t_sum = [], []
                 for _ in range(reps):  # interleaved, one sample each a round
-                    t_nz += _event_times(g.replay, 1, torch)
-                    t_sum += _event_times(lambda x=x: torch.sum(x), 1, torch)
+                    t_nz.append(_event_time(g.replay, torch))
+                    t_sum.append(_event_time(total, torch))
                 nz, sm = statistics.median(t_nz), statistics.median(t_sum)
-                read = x.nbytes / nz / (x.nbytes / sm)
+                read = sm / nz  # the replay's read speed over torch.sum's
                 moved = (x.nbytes + nnz * len(shape) * 4) / nz / bw
                 dims = "x".join(map(str, shape))
                 case = f"nonzero graph replay 2**{k} ({dims}) f32 {d:.0%}"

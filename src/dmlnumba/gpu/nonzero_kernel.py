@@ -164,8 +164,9 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
     ``staged``: 0, or the width (2 to 8) of coordinates in contiguous rows (row
     stride the width, column stride 1; 32-bit ones unless ``narrow``), compiled in:
     tiles that are not sparse expand their positions in shared memory and write a row
-    a lane (:func:`expand_coords`, where ``narrow``) or stage their rows in a ring
-    (:func:`stage_rows`), and every loop over the columns unrolls
+    a lane (:func:`expand_coords`, where ``narrow``, but for 32-bit coordinates of
+    ``RING_FROM`` or more columns of an input read row by row) or stage their rows in
+    a ring (:func:`stage_rows`), and every loop over the columns unrolls
     (faster than the width read at run time, docs/PERFORMANCE.md).  1, with ``narrow``:
     rows of one column (any row stride and output width), written 32 mask words at
     a time through shared memory (:func:`expand_rows`).  ``transposed``: 0, or the
