@@ -93,6 +93,55 @@ def test_a_repeat_takes_the_kept_runner():
     assert keys.nonzero("nonzero_coordinates", t, None, np.uint32, None, None, None)[1]
 
 
+def _check_all(t, w):
+    """slice1, nonzero_coordinates and argwhere of ``t`` against NumPy's answers."""
+    h = t.numpy().copy()
+    np.testing.assert_array_equal(dmlnumba.slice1(t, *w).numpy(), slice1_reference(h, *w))
+    count, coords = dmlnumba.nonzero_coordinates(t)
+    want = np.argwhere(h)
+    assert int(count[0]) == len(want)
+    np.testing.assert_array_equal(coords.numpy()[: len(want)], want)
+    np.testing.assert_array_equal(dmlnumba.argwhere(t).numpy(), want)
+
+
+def test_a_repeat_reads_the_tensors_memory_as_it_is_now():
+    """A runner keeps the last small tensor's NumPy view for a repeat on the same
+    memory: a repeat reads what that memory holds now, and a tensor moved to other
+    memory in place (``set_``, ``.data =``) is read there.  (``resize_`` is refused
+    by PyTorch once ``Tensor.numpy`` has shared the memory.)"""
+    w = ((1, 0), (3, 5), (-1, 2))
+    rng = np.random.default_rng(5)
+
+    def values():
+        h = rng.standard_normal((4, 6)).astype(np.float32)
+        return torch.from_numpy(np.where(rng.random((4, 6)) < 0.5, h, 0).astype(np.float32)).clone()
+
+    t = values()
+    _check_all(t, w)
+    t.copy_(values())  # the same memory, other values
+    _check_all(t, w)
+    other = values()
+    t.set_(other.untyped_storage(), 0, t.shape, t.stride())  # other memory, in place
+    _check_all(t, w)
+    t.data = values()
+    _check_all(t, w)
+    assert keys.slice1(t, *w, None, None, None, None)[1] is not None
+
+
+def test_tensors_on_other_devices_take_the_full_path():
+    """A meta tensor of a kept CPU runner's layout is refused by the full path, which
+    names the function."""
+    t = torch.ones(2, 3)
+    dmlnumba.nonzero_coordinates(t)
+    dmlnumba.slice1(t, (0, 0), (2, 3), (1, 1))
+    m = torch.ones(2, 3, device="meta")
+    assert keys.nonzero("nonzero_coordinates", m, None, np.uint32, None, None, None)[0] is None
+    with pytest.raises(TypeError, match=r"nonzero_coordinates\(\): input"):
+        dmlnumba.nonzero_coordinates(m)
+    with pytest.raises(TypeError, match=r"slice1\(\): input"):
+        dmlnumba.slice1(m, (0, 0), (2, 3), (1, 1))
+
+
 @pytest.mark.parametrize("kind", ["requires_grad", "negated", "sparse"])
 def test_tensors_not_read_in_place_take_the_full_path(kind):
     h = np.array([[0.0, 1.5, -2.0], [3.0, 0.0, 0.25]], np.float32)

@@ -159,10 +159,12 @@ def _layout_key(input, device, stream):
     if lib == "torch":
         if input.is_neg() or input.is_conj():
             return None
-        if not input.is_cuda:  # its runner reads its memory (Tensor.numpy): plain ones
+        if input.is_cpu:  # its runner reads its memory (Tensor.numpy): plain ones
             if input.requires_grad or input.layout is not _modules["torch"].strided:
                 return None
             return (tp, input.dtype, input.shape, input.stride(), config.GENERATION)
+        if not input.is_cuda:  # (meta tensors, other devices: the full path says why)
+            return None
         return (
             tp,
             input.dtype,
