@@ -128,6 +128,42 @@ def test_a_repeat_reads_the_tensors_memory_as_it_is_now():
     assert keys.slice1(t, *w, None, None, None, None)[1] is not None
 
 
+def test_repeats_write_the_outputs_memory_as_it_is_now():
+    """Runners keep the last small output tensor's NumPy view too: a caller's output
+    moved to other memory in place between calls is written there, and the memory
+    it left is not written again."""
+    h = np.arange(1, 25, dtype=np.float32).reshape(4, 6)
+    h[1, 2] = h[3, 0] = 0
+    t = torch.from_numpy(h)
+    w = ((0, 0), (3, 4), (-1, 2))
+    want = np.argwhere(h)
+    like = (
+        torch.zeros(3, 2),
+        torch.zeros(1, dtype=torch.int64),
+        torch.zeros((24, 2), dtype=torch.int64),
+    )
+    places = [[o.clone() for o in like] for _ in range(3)]  # (the first call keeps the runner)
+    outs = [o.clone() for o in like]
+
+    def move(to):
+        for o, m in zip(outs, to):
+            o.set_(m.untyped_storage(), 0, o.shape, o.stride())
+
+    for k, where in enumerate(places):
+        move(where)
+        out, count, coords = outs
+        assert dmlnumba.slice1(t, *w, out=out) is out
+        dmlnumba.nonzero_coordinates(t, dtype=np.int64, out_count=count, out_coordinates=coords)
+        np.testing.assert_array_equal(where[0].numpy(), h[2::-1, 0:4:2])
+        assert int(where[1][0]) == len(want)
+        np.testing.assert_array_equal(where[2].numpy()[: len(want)], want)
+        for left in places[:k]:  # the memory the outputs left: never written again
+            assert not any(m.any() for m in left)
+        for m in where:
+            m.zero_()
+    assert keys.slice1(t, *w, None, outs[0], None, None)[1] is not None
+
+
 def test_tensors_on_other_devices_take_the_full_path():
     """A meta tensor of a kept CPU runner's layout is refused by the full path, which
     names the function."""

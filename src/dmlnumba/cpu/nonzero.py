@@ -13,7 +13,7 @@ from ..layout import uint_of_size
 from ..params import NONZERO_CPU, pack
 from . import compiling, process
 from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
-from .views import element_layout, flat_view, library_io, reader
+from .views import element_layout, flat_view, library_io, out_view, reader
 
 #: argwhere of at most this many elements writes its rows into a worst-case buffer
 #: (at most 4 MiB: this many rows of 8 columns) and keeps the rows used: one kernel
@@ -147,6 +147,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     # The given outputs' flat views, and their library's rules (PyTorch's marks).
     write_count: Any = None if oc is None else reader(oc)
     write_coords: Any = None if ox is None else reader(ox)
+    count_view, coords_view = out_view(), out_view()
     kernel = None
     key: tuple = ()
     passes: tuple = ()
@@ -164,12 +165,12 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
             if write_count is None:
                 cnt = wc = np.empty(1, u)
             else:
-                wc = write_count(oc if type(oc) is _ndarray else oc.numpy())
+                wc = write_count(count_view(oc))
             if write_coords is None:
                 crd = np.empty(shape, u)
                 wx = crd.ravel()
-            else:  # (a PyTorch CPU tensor's memory, through Tensor.numpy)
-                wx = write_coords(ox if type(ox) is _ndarray else ox.numpy())
+            else:  # (a PyTorch CPU tensor's memory)
+                wx = write_coords(coords_view(ox))
         src = read(x)
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
             if passes:

@@ -8,9 +8,7 @@ from .. import config
 from ..interop import torch_written
 from ..layout import c_strides, slice_geometry, uint_of_size
 from . import compiling, process, threads
-from .views import flat_view, library_runner, reader
-
-_ndarray = np.ndarray
+from .views import flat_view, library_runner, out_view, reader
 
 
 def _copy(src, src_base, dst, dst_base, geom, size):
@@ -95,9 +93,10 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     write = reader(out)
     flat = len(out_shape) == 1
     may_share = np.may_share_memory  # overlaps' test, without a frame of its own
+    view = out_view()
 
     def into(x, out):
-        o = out if type(out) is _ndarray else out.numpy()  # a PyTorch CPU tensor's memory
+        o = view(out)  # (a PyTorch CPU tensor's memory)
         if small:
             # As for new outputs.  NumPy's assignment buffers a source that may
             # overlap a destination of two or more dimensions, but of a 1-d one only
