@@ -20,7 +20,7 @@ An input of one tile needs no buffer: its block neither takes nor publishes.
 import numpy as np
 from numba import cuda, int64, uint32, uint64
 
-from .warp import ballot, device, load_relaxed, warp_sum
+from .warp import ballot, device, load_volatile, warp_sum
 
 #: Status kinds.
 NOT_READY = np.uint64(0)
@@ -48,9 +48,9 @@ def publish(status, tile, kind, value):
 
 @device
 def read(status, tile):
-    """Tile ``tile``'s word (0, ``NOT_READY``, until the tile publishes): a relaxed
+    """Tile ``tile``'s word (0, ``NOT_READY``, until the tile publishes): a volatile
     load, whole (its kind and value are one word, so no fence orders them)."""
-    return load_relaxed(status, tile + 1)
+    return load_volatile(status, tile + 1)
 
 
 @device

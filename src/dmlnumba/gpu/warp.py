@@ -139,7 +139,7 @@ if SIM:
                 b |= v
         return np.uint64(a), np.uint64(b)
 
-    def load_relaxed(ary, i):
+    def load_volatile(ary, i):
         """Element ``i`` of ``ary`` (one simulated thread's read is whole)."""
         return ary[i]
 
@@ -201,18 +201,19 @@ else:
         return sig, codegen
 
     @_intrinsic
-    def load_relaxed(typingctx, ary, idx):
-        """Element ``idx`` of the 64-bit array ``ary`` by a relaxed load at GPU scope
-        (``ld.relaxed.gpu``): a word another block stored or exchanged there, read
-        whole and never from a stale L1 copy, without an atomic's round trip
-        through L2's atomic unit (docs/PERFORMANCE.md, "Specialised paths")."""
+    def load_volatile(typingctx, ary, idx):
+        """Element ``idx`` of the 64-bit array ``ary`` by a volatile load
+        (``ld.volatile``, every architecture; a relaxed load from Volta on): a word
+        another block stored or exchanged there, read whole and never from a stale
+        L1 copy, without an atomic's round trip through L2's atomic unit
+        (docs/PERFORMANCE.md, "Specialised paths")."""
         sig = _types.uint64(ary, idx)
 
         def codegen(context, builder, signature, args):
             a = context.make_array(signature.args[0])(context, builder, args[0])
             ptr = builder.gep(a.data, [args[1]])
             fnty = _ir.FunctionType(_ir.IntType(64), [ptr.type])
-            load = _ir.InlineAsm(fnty, "ld.relaxed.gpu.u64 $0, [$1];", "=l,l", side_effect=True)
+            load = _ir.InlineAsm(fnty, "ld.volatile.u64 $0, [$1];", "=l,l", side_effect=True)
             return builder.call(load, [ptr])
 
         return sig, codegen
