@@ -126,9 +126,10 @@ def library_io(lib):
     return ready, np.from_dlpack, lambda a: from_dlpack(contiguous(a))
 
 
-#: A PyTorch input of at most this many bytes keeps its NumPy view (``Tensor.numpy``,
-#: 0.7 us of a 6 us call) in its runner, for a repeat on the same memory.  The view
-#: holds the tensor's memory alive, so only small inputs keep one.
+#: A PyTorch tensor (an input or a caller's output) of at most this many bytes keeps
+#: its NumPy view (``Tensor.numpy``, 0.7 us of a 6 us call) in its runner, for a repeat
+#: on the same memory.  The view holds the tensor's memory alive, so only small ones
+#: keep one.
 KEEP_VIEW_BYTES = 1 << 16
 
 
@@ -138,7 +139,7 @@ def _torch_reader(torch):
     view: a repeat whose data pointer is the kept one's reads the same bytes through
     it.  The kept view holds that memory alive, so no other tensor can be given
     those addresses while it is kept; a tensor moved to other memory in place
-    (``set_``, ``resize_``) has another data pointer."""
+    (``set_``, ``.data =``) has another data pointer."""
     numpy_of = torch.Tensor.numpy
     data_ptr = torch.Tensor.data_ptr
     Tensor = torch.Tensor
