@@ -21,7 +21,7 @@ from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, slice1, slice1_runner
 from .threads import one_thread
-from .views import library_io, library_runner
+from .views import library_give, library_runner
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -199,7 +199,7 @@ def as_library(lib, a, bf16=False):
     same memory (``bf16``: float16 bits as bfloat16), a JAX array through DLPack."""
     if lib not in ("torch", "jax"):
         return a
-    r = library_io(lib)[2](a)
+    r = library_give(lib)(a)
     return r.view(sys.modules["torch"].bfloat16) if bf16 else r
 
 

@@ -110,20 +110,27 @@ def reader(x):
 
 
 def library_io(lib):
-    """``(ready, read, give)`` for CPU arrays of library ``lib`` (``"torch"`` or
-    ``"jax"``), as built-in callables where the library has them: ``ready`` waits for
-    an input's asynchronous work (JAX computes on streams of its own; None: nothing
-    to wait for), ``read`` gives its memory as a NumPy array, in place, and ``give``
-    a new NumPy result as the library's array (a tensor over its memory; a JAX array
-    through DLPack)."""
+    """``(ready, read, give)`` for one runner's CPU arrays of library ``lib``
+    (``"torch"`` or ``"jax"``), as built-in callables where the library has them:
+    ``ready`` waits for an input's asynchronous work (JAX computes on streams of its
+    own; None: nothing to wait for), ``read`` gives its memory as a NumPy array, in
+    place (a PyTorch tensor's through :func:`_torch_reader`, the runner's own), and
+    ``give`` is :func:`library_give`'s."""
     if lib == "torch":
-        torch = sys.modules["torch"]
-        return None, _torch_reader(torch), torch.from_numpy
+        return None, _torch_reader(sys.modules["torch"]), library_give(lib)
+    ready = operator.methodcaller("block_until_ready")  # (returns the array)
+    return ready, np.from_dlpack, library_give(lib)
+
+
+def library_give(lib):
+    """The function giving a new NumPy result as an array of library ``lib``
+    (``"torch"`` or ``"jax"``): a tensor over its memory; a JAX array through DLPack."""
+    if lib == "torch":
+        return sys.modules["torch"].from_numpy
     import jax.dlpack
 
     from_dlpack, contiguous = jax.dlpack.from_dlpack, np.ascontiguousarray
-    ready = operator.methodcaller("block_until_ready")  # (returns the array)
-    return ready, np.from_dlpack, lambda a: from_dlpack(contiguous(a))
+    return lambda a: from_dlpack(contiguous(a))
 
 
 #: A PyTorch tensor (an input or a caller's output) of at most this many bytes keeps
