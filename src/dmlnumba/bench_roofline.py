@@ -9,8 +9,10 @@ the input at as a share of ``torch.sum``'s (the figure for sparse inputs, where 
 the input is the whole job), and the bytes read plus written over the copy bandwidth
 (the figure for dense ones)."""
 
-import statistics
+import functools
 from typing import Any
+
+from .bench_timing import interleaved
 
 
 def _event_time(fn, torch):
@@ -30,6 +32,7 @@ def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
     import dmlnumba
 
     reps = 5 if quick else 15
+    clock = functools.partial(_event_time, torch=torch)
     for k in (20, 22) if quick else (26, 28, 30):
         n = 1 << k
         for shape in ((n,), (n // 4096, 64, 64)):
@@ -48,11 +51,10 @@ def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
                 total()
                 torch.cuda.synchronize()
                 assert int(count[0]) == nnz
-                t_nz, t_sum = [], []
-                for _ in range(reps):  # interleaved, one sample each a round
-                    t_nz.append(_event_time(g.replay, torch))
-                    t_sum.append(_event_time(total, torch))
-                nz, sm = statistics.median(t_nz), statistics.median(t_sum)
+                fns = {"dmlnumba graph replay": g.replay, "torch.sum": total}
+                med = interleaved(fns, reps, warmup=0, clock=clock)  # (warmed up above)
+                nz, sm = med["dmlnumba graph replay"], med["torch.sum"]
+                lo, hi = med.spread["dmlnumba graph replay"]
                 read = sm / nz  # the replay's read speed over torch.sum's
                 moved = (x.nbytes + nnz * len(shape) * 4) / nz / bw
                 dims = "x".join(map(str, shape))
@@ -60,13 +62,13 @@ def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
                 r: dict[str, Any] = {
                     "case": case,
                     "times_s": {"dmlnumba graph replay": nz, "torch.sum": sm},
-                    "spread_s": {"dmlnumba graph replay": (min(t_nz), max(t_nz))},
+                    "spread_s": {"dmlnumba graph replay": (lo, hi)},
                     "read_vs_sum_pct": 100 * read,
                     "roofline_pct": 100 * moved,
                 }
                 rows.append(r)
                 print(
-                    f"  {case}: {nz * 1e3:.3f} ({min(t_nz) * 1e3:.3f}-{max(t_nz) * 1e3:.3f}) ms; "
+                    f"  {case}: {nz * 1e3:.3f} ({lo * 1e3:.3f}-{hi * 1e3:.3f}) ms; "
                     f"reads at {100 * read:.0f}% of torch.sum's speed ({sm * 1e3:.3f} ms); "
                     f"read+written {100 * moved:.0f}% of copy bw",
                     flush=True,
