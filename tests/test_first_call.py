@@ -30,10 +30,10 @@ steps = []
 x = (np.arange(1000) % 3).astype(np.float32)
 dmlnumba.nonzero_coordinates(x)
 steps.append(counts())
-dmlnumba.nonzero_coordinates(np.broadcast_to(x, (2, 1000)))  # read-only, one block
+dmlnumba.nonzero_coordinates(np.broadcast_to(x, (2, 1000)))  # read-only, strided, one block
 steps.append(counts())
-dmlnumba.nonzero_coordinates(np.stack([x, x]))  # the same, writeable
-dmlnumba.nonzero_coordinates(x.reshape(10, 100)[:, ::-1])  # another layout
+dmlnumba.nonzero_coordinates(np.stack([x, x]))  # the same, writeable, C-contiguous
+dmlnumba.nonzero_coordinates(x.reshape(10, 100)[:, ::-1])  # another strided layout
 steps.append(counts())
 dmlnumba.nonzero_coordinates(x.astype(np.int16).reshape(10, 100))  # another bit width
 steps.append(counts())
@@ -45,23 +45,28 @@ print(json.dumps(steps))
 """
 
 #: Each step's specialisations so far, per kernel ("C": a pass compiled as a C function
-#: that the drivers call by address; the dense write's packed widths are branches of
-#: one specialisation: docs/PERFORMANCE.md).
+#: that the drivers call by address; the count and write passes one for C-contiguous
+#: inputs and one for strided ones, the dense write one of each width class:
+#: docs/PERFORMANCE.md).
 ONE_COLUMN = {"_positions_driver": 1, "_positions": 1}
-ONE_BLOCK = {**ONE_COLUMN, "_single_driver": 1, "_write_block C": 1, "_write_dense": 1}
-WIDTH_16 = {**ONE_BLOCK, "_single_driver": 2, "_write_block C": 2, "_write_dense": 2}
-PARALLEL = {**WIDTH_16, "nonzero parallel": 1, "_count_block C": 1}
-EXPECTED = [ONE_COLUMN, ONE_BLOCK, ONE_BLOCK, WIDTH_16, PARALLEL]
+ONE_BLOCK = {**ONE_COLUMN, "_single_driver": 1, "write_pass C": 1, "_write_dense C": 1}
+CONTIGUOUS = {**ONE_BLOCK, "write_pass C": 2}
+WIDTH_16 = {**CONTIGUOUS, "_single_driver": 2, "write_pass C": 3, "_write_dense C": 2}
+PARALLEL = {**WIDTH_16, "blocks parallel": 1, "count_pass C": 1, "_write_dense C": 3}
+EXPECTED = [ONE_COLUMN, ONE_BLOCK, CONTIGUOUS, WIDTH_16, PARALLEL]
 
 
 @pytest.mark.skipif(
     os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's compilations"
 )
 def test_first_calls_compile_only_their_own_kernels(tmp_path):
-    """A 1-d input compiles the positions pass alone; one block of rows the
-    single-block write (not the count pass); a read-only input and a new layout
-    nothing more; a new bit width its own kernels once; a large input the parallel
-    driver and the count pass, reusing the write pass."""
+    """A 1-d input compiles the positions pass alone; one block of rows (a read-only
+    broadcast: strided) the single-block write, the write pass for strided inputs
+    (not the count pass) and the dense write of its width; the same rows C-contiguous
+    the write pass for those, another strided layout nothing more; a new bit width its
+    own kernels once; a large input the block driver on numba's threads (shared by
+    every pass), the count pass and its width's dense write, reusing the write
+    pass."""
     r = run_python(
         SCRIPT,
         env=dict(NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20)),

@@ -526,7 +526,7 @@ def test_the_pool_threads_are_the_ones_the_first_region_started(monkeypatch):
 
     import numba
 
-    from dmlnumba.cpu import compiling, threads
+    from dmlnumba.cpu import threads
 
     monkeypatch.setattr(threads, "_pool_tids", None)
     stop = threading.Event()
@@ -537,13 +537,12 @@ def test_the_pool_threads_are_the_ones_the_first_region_started(monkeypatch):
         while not stop.is_set():
             np.sort(a)
 
-    def region(*_):  # the first parallel region, which starts a thread
+    def job(run):  # the first parallel job, which starts a thread
         started.append(threading.Thread(target=work))
         started[0].start()
 
-    monkeypatch.setattr(compiling, "_warm", {("parallel",)})  # no first call's notice timer
     before = threads._task_ids()
-    threads._on_threads(numba.get_num_threads(), numba.get_num_threads(), region, (), ())
+    threads._on_threads(numba.get_num_threads(), numba.get_num_threads(), job)
     try:
         assert str(started[0].native_id) in threads._pool_tids
         assert not set(threads._pool_tids) & before

@@ -47,15 +47,23 @@ def compile_group(op, t, c):
         if op == "slice1":
             # Into out=: the kernel, also for windows that a new output would copy
             # with NumPy.
-            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
+            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))  # unit-stride rows
+            dmlnumba.slice1(x, (0,), (n,), (2,), out=np.empty(n // 2, t))  # strided rows
             continue
         dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
         dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
         dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
+        for shape in ((-1, 2, 1), (-1, 1, 1, 1), (1, 1, 1, 1, -1)):  # the dense writes of
+            dmlnumba.nonzero_coordinates(x.reshape(shape), dtype=c)  # 3, 4 and 5 columns
+        # A strided input: the count and write passes of strided inputs.
+        dmlnumba.nonzero_coordinates(x[::-1], dtype=c)
+        dmlnumba.nonzero_coordinates(x[::-1], dtype=c, max_count=1)
         if c == "uint64":
-            # argwhere past its worst-case buffer: passes of their own (serial below
-            # CPU_PARALLEL_MIN elements, parallel from it).
-            dmlnumba.argwhere(np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t))
+            # argwhere past its worst-case buffer: the passes into int64 rows (serial
+            # below CPU_PARALLEL_MIN elements, parallel from it).
+            y = np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t)
+            dmlnumba.argwhere(y)
+            dmlnumba.argwhere(y[::-1])
     return time.process_time() - t0
 
 

@@ -9,51 +9,41 @@ inputs, such as broadcasts, too: their views are flagged writeable, see
 so that calls from several threads (a dask scheduler's, an application's) run at
 the same time.
 
-The drivers, each one body compiled serial and ``parallel=True``:
+The passes, slice1's chunk copy and nonzero's block count and block write, are C
+functions (``numba.cfunc``, :func:`.compiling.c_function`) that the drivers call by
+address (:mod:`.llvm`): a jitted callee's code is linked into its caller, which LLVM
+then optimizes and compiles again for each driver (docs/PERFORMANCE.md, "Startup
+and compile time").  Each takes its call's arguments as one int64 block, so that
+the drivers of :mod:`.blocks`, compiled once for every operator and bit width, run
+them on numba's threads (or on the calling one, on a busy machine).  The serial
+drivers, each compiled only by the calls that take it:
 
 - :mod:`.slice_kernels`: slice1's strided copy, chunk by chunk;
 - :mod:`.nonzero_kernels`: nonzero's per-block counts, scan and writes (the count
-  pass in :mod:`.nonzero_count`, the write pass in :mod:`.nonzero_write`); inputs
-  of one block take serial drivers of their own (no count pass), which a call
-  compiles only where it takes them.
-
-The passes they run, slice1's chunk copy and nonzero's block count and block
-write, are C functions (``numba.cfunc``, :func:`.compiling.c_function`) that the
-drivers call by address (:func:`.llvm.call_int64`): a jitted callee's code is
-linked into its caller, which LLVM then optimizes and compiles again for each
-driver and each of a parallel driver's loops: most of a first call's compile time
-(docs/PERFORMANCE.md, "Startup and compile time").
+  pass in :mod:`.nonzero_count`, the write pass and its dense write in
+  :mod:`.nonzero_write`), and two drivers for inputs of one block (no count pass).
 
 Their building blocks: :mod:`.indexmath` (the shared index math, compiled here)
 and :mod:`.llvm` (prefetch, bit-count and call intrinsics).
 """
 
+from .blocks import blocks, blocks_parallel
 from .nonzero_count import count_function
-from .nonzero_kernels import (
-    count_blocks,
-    count_blocks_parallel,
-    nonzero,
-    nonzero_parallel,
-    nonzero_positions,
-    nonzero_single,
-    write_blocks,
-    write_blocks_parallel,
-)
-from .nonzero_write import write_function
-from .slice_kernels import chunk_function, slice_copy, slice_copy_parallel
+from .nonzero_kernels import nonzero, nonzero_positions, nonzero_single
+from .nonzero_write import dense_function, write_function
+from .slice_kernels import args_block, chunk_function, slice_copy, unit_rows
 
 __all__ = [
-    "count_blocks",
-    "count_blocks_parallel",
+    "args_block",
+    "blocks",
+    "blocks_parallel",
     "nonzero",
-    "nonzero_parallel",
     "nonzero_positions",
     "nonzero_single",
-    "write_blocks",
-    "write_blocks_parallel",
     "chunk_function",
     "slice_copy",
     "count_function",
+    "dense_function",
     "write_function",
-    "slice_copy_parallel",
+    "unit_rows",
 ]

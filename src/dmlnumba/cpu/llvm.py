@@ -74,7 +74,37 @@ def _data_pointer(typingctx, arr):
 
 data_pointer: Any = _data_pointer  # called as data_pointer(arr) (typingctx is numba's)
 
+
+@intrinsic
+def _address(typingctx, arr):
+    """The address of ``arr``'s first item as an int64, for a block of a pass's
+    arguments (:mod:`dmlnumba.cpu.blocks`)."""
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.ptrtoint(data, ir.IntType(64))
+
+    return types.int64(arr), codegen
+
+
+@intrinsic
+def _pointer(typingctx, address, item):
+    """The int64 ``address`` as a pointer to items of the NumPy scalar type ``item``
+    (a class, such as ``np.uint32``), for ``carray``."""
+    ty = types.CPointer(item.instance_type)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ty))
+
+    return ty(address, item), codegen
+
+
+address: Any = _address
+pointer: Any = _pointer
+
 _UINTS = {8: types.uint8, 16: types.uint16, 32: types.uint32, 64: types.uint64}
+#: The unsigned NumPy types of the flat views, by bit width (a pass's item type).
+UINTS = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def item_pointer(bits):
@@ -83,38 +113,53 @@ def item_pointer(bits):
     return types.CPointer(_UINTS[bits])
 
 
-def _c_call(restype):
-    """An intrinsic ``call(address, *args)``: the C function at ``address`` (an
-    integer, from :func:`~dmlnumba.cpu.compiling.c_function`) called with ``args``,
-    returning a ``restype``.  (numba's own first-class functions dispatch a function
-    object on every call, which costs more than a small call's work; an integer
-    costs what any argument does.)"""
+@intrinsic
+def _call_int64(typingctx, address, *args):
+    """``call_int64(address, *args)``: the C function at ``address`` (an integer, from
+    :func:`~dmlnumba.cpu.compiling.c_function`) called with ``args``, returning an
+    int64.  (numba's own first-class functions dispatch a function object on every
+    call, which costs more than a small call's work; an integer costs what any
+    argument does.)"""
+    # numba passes the arguments as one StarArgTuple, or one by one
+    if len(args) == 1 and isinstance(args[0], types.StarArgTuple):
+        tup = args[0]
+    else:
+        tup = types.StarArgTuple(args)
 
-    @intrinsic
-    def call(typingctx, address, *args):
-        # numba passes the arguments as one StarArgTuple, or one by one
-        if len(args) == 1 and isinstance(args[0], types.StarArgTuple):
-            tup = args[0]
-        else:
-            tup = types.StarArgTuple(args)
+    def codegen(context, builder, signature, llargs):
+        argtys = signature.args[1]
+        values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
+        fnty = ir.FunctionType(ir.IntType(64), [context.get_value_type(t) for t in argtys])
+        return builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), values)
 
-        def codegen(context, builder, signature, llargs):
-            argtys = signature.args[1]
-            values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
-            ret = ir.VoidType() if restype == types.void else context.get_value_type(restype)
-            fnty = ir.FunctionType(ret, [context.get_value_type(t) for t in argtys])
-            r = builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), values)
-            return context.get_dummy_value() if restype == types.void else r
-
-        return restype(address, tup), codegen
-
-    return call
+    return types.int64(address, tup), codegen
 
 
-#: C functions called by address: returning nothing, or an int64.
-call_void = _c_call(types.void)
-call_int64 = _c_call(types.int64)
+call_int64: Any = _call_int64
 
+
+@intrinsic
+def _call_pass(typingctx, address, args, b):
+    """The pass at ``address`` (a C function ``int64(int64 *args, int64 b)``, see
+    :mod:`dmlnumba.cpu.blocks`) called with the data of the int64 array ``args`` and
+    ``b``.  The array itself is this call's argument, not a pointer taken before it:
+    numba frees an array after its last use, which a pointer is not."""
+
+    def codegen(context, builder, signature, llargs):
+        data = context.make_array(signature.args[1])(context, builder, llargs[1]).data
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [data.type, i64])
+        return builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), [data, llargs[2]])
+
+    return types.int64(address, args, types.int64), codegen
+
+
+call_pass: Any = _call_pass
+
+
+#: Under ``NUMBA_DISABLE_JIT``, the passes that stand for C functions, by the handle
+#: :func:`~dmlnumba.cpu.compiling.c_function` gives in an address's place.
+python_functions: dict[int, Any] = {}
 
 # Plain Python (debugging): an intrinsic cannot be called there.  (getattr: numba sets
 # its config attributes at run time, out of its type stubs' sight.)
@@ -136,8 +181,14 @@ if getattr(_nbconfig, "DISABLE_JIT", 0):
     def data_pointer(arr):  # type: ignore[misc]
         return arr.ctypes.data_as(ctypes.POINTER(np.ctypeslib.as_ctypes_type(arr.dtype)))
 
-    def call_void(fn, *args):  # type: ignore[misc]  # fn: the Python function itself
-        fn(*args)
+    def address(arr):  # type: ignore[misc]
+        return arr.ctypes.data
 
-    def call_int64(fn, *args):  # type: ignore[misc]
-        return fn(*args)
+    def pointer(address, item):  # type: ignore[misc]
+        return ctypes.cast(int(address), ctypes.POINTER(np.ctypeslib.as_ctypes_type(item)))
+
+    def call_int64(fn, *args):  # type: ignore[misc]  # fn: the Python function's handle
+        return python_functions[int(fn)](*args)
+
+    def call_pass(fn, args, b):  # type: ignore[misc]
+        return python_functions[int(fn)](data_pointer(args), b)

@@ -10,9 +10,17 @@ from .. import config
 from ..dtypes import nonzero_mask
 from ..interop import torch_written
 from ..layout import uint_of_size
-from ..params import NONZERO_CPU, pack
-from . import compiling, process
-from .threads import nonzero_driver, nonzero_on_threads, run_parallel, threads_ok
+from ..params import NONZERO_CPU, NONZERO_PASS, pack
+from . import compiling, process, threads
+from .nonzero_launch import (
+    PASS_ARGS,
+    count_pass,
+    launch_block,
+    pass_args,
+    serial_driver,
+    write_pass,
+)
+from .threads import nonzero_driver, nonzero_on_threads, threads_ok
 from .views import element_layout, flat_view, library_io, out_view, reader
 
 #: argwhere of at most this many elements writes its rows into a worst-case buffer
@@ -42,6 +50,7 @@ def _params(block, dtype, **fields):
     fields["ndim"] = len(fields["shape"])
     fields["mask"] = _mask(dtype)
     fields.setdefault("ask_apart", 0)
+    fields["dense"] = 0  # set where the write pass is chosen (nonzero_launch.write_pass)
     return pack(NONZERO_CPU, **fields)
 
 
@@ -72,39 +81,7 @@ def _launch(src, dtype, out, count, **fields):
     with these :data:`~dmlnumba.params.NONZERO_CPU` fields (all but the block
     size and count, the mask and ``ndim``)."""
     p = _params(config.CPU_NONZERO_BLOCK, dtype, **fields)
-    _launch_block(p, src, out, count, nonzero_driver(fields))
-
-
-def _launch_block(p, src, out, count, driver):
-    """Run the nonzero of parameter block ``p``; ``driver``:
-    :func:`~dmlnumba.cpu.threads.nonzero_driver`'s choice, for a call that runs on
-    this thread.  Returns whether it wrote: False, having written nothing, where
-    ``p`` asks (``ask_apart``) and ``src``, ``out`` and ``count`` may share memory."""
-    bits = (8 * src.itemsize, 8 * out.itemsize)
-    if nonzero_on_threads(p) and threads_ok():
-        k = process.kernels()
-        fc = compiling.c_function_address(k.count_function, "count", bits[0])
-        fw = compiling.c_function_address(k.write_function, "write", *bits)
-        key = ("nonzero",) + bits
-        return run_parallel(k.nonzero_parallel, k.nonzero, key, fc, fw, src, p, out, count)
-    kernel, key, passes = _serial(driver, bits)
-    return compiling.run(kernel, key, *passes, src, p, out, count)
-
-
-def _serial(driver, bits):
-    """The serial nonzero driver ``driver`` (:func:`~dmlnumba.cpu.threads.nonzero_driver`'s
-    choice) for inputs and coordinates of ``bits``: ``(kernel, key, passes)``,
-    ``passes`` the addresses of the C functions it takes before the arrays (each
-    compiled on first use)."""
-    k = process.kernels()
-    key = ("nonzero",) + bits
-    if driver == "positions":
-        return k.nonzero_positions, key + (driver,), ()
-    fw = compiling.c_function_address(k.write_function, "write", *bits)
-    if driver == "single":
-        return k.nonzero_single, key + (driver,), (fw,)
-    count = compiling.c_function_address(k.count_function, "count", bits[0])
-    return k.nonzero, key, (count, fw)
+    launch_block(p, src, out, count, nonzero_driver(fields))
 
 
 def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
@@ -178,9 +155,9 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
             else:  # the positions pass: no C function (and no star call)
                 wrote = compiling.run(kernel, key, src, p, wx, wc)
         else:
-            wrote = _launch_block(p, src, wx, wc, driver)
+            wrote = launch_block(p, src, wx, wc, driver)
             if serial:  # compiled (or loaded) by the call just made
-                kernel, key, passes = _serial(driver, (8 * src.itemsize, 8 * wx.itemsize))
+                kernel, key, passes = serial_driver(driver, (8 * src.itemsize, 8 * wx.itemsize), p)
         if not wrote:
             return None
         if given:
@@ -269,25 +246,25 @@ def argwhere(x):
     src, sbase, sstr = flat_view(x)
     p = _fresh_rows_block(x, sbase, sstr, w, n)
     k = process.kernels()
-    bits = (8 * src.itemsize,)
-    rows = np.empty(p[NONZERO_CPU.nblocks] + 1, np.int64)
-    parallel = nonzero_on_threads(p) and threads_ok()
-    fc = compiling.c_function_address(k.count_function, "count", *bits)
-    if parallel:
-        run_parallel(k.count_blocks_parallel, k.count_blocks, ("count",) + bits, fc, src, p, rows)
-    else:
-        compiling.run(k.count_blocks, ("count",) + bits, fc, src, p, rows)
-    count = int(rows[-1])
-    coords = np.empty((count, w), np.int64)
-    if count:
-        out = coords.reshape(-1).view(np.uint64)
-        key = ("write", bits[0], 64)
-        fw = compiling.c_function_address(k.write_function, *key)
-        if parallel:
-            run_parallel(k.write_blocks_parallel, k.write_blocks, key, fw, src, p, out, rows)
-        else:
-            compiling.run(k.write_blocks, key, fw, src, p, out, rows)
-    return coords
+    nblocks = int(p[NONZERO_CPU.nblocks])
+    a = pass_args(src, p, src, nblocks + 1)  # (the output's slots set once counted)
+    rows = a[PASS_ARGS:]
+    rows[0] = 0
+    fc = count_pass(k, 8 * src.itemsize, p)
+
+    def job(run):
+        run(fc, a, rows[1:])
+        np.cumsum(rows, out=rows)
+        coords = np.empty((int(rows[-1]), w), np.int64)
+        if coords.size:
+            out = coords.reshape(-1).view(np.uint64)
+            a[NONZERO_PASS.out], a[NONZERO_PASS.out_n] = out.ctypes.data, out.size
+            run(write_pass(k, (8 * src.itemsize, 64), p), a, np.empty(nblocks, np.int64))
+        return coords
+
+    if nonzero_on_threads(p) and threads_ok():
+        return threads.run_passes(job)
+    return job(threads.serial_pass)
 
 
 def nonzero_stripe(x, shape, origin, width, dtype):

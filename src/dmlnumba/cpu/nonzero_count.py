@@ -6,9 +6,11 @@ import numpy as np
 from numba import carray, types
 
 from ..params import NONZERO_CPU as P
+from ..params import NONZERO_PASS as A
+from ..params import size
 from .compiling import c_function
 from .indexmath import _inline, block_bounds, is_nonzero, next_row, offset, unravel
-from .llvm import item_pointer, leading_zeros, popcount, trailing_zeros
+from .llvm import UINTS, leading_zeros, pointer, popcount, trailing_zeros
 
 #: Elements compacted at a time by the write pass (the size of its index buffer).
 COMPACT = 1024
@@ -17,6 +19,8 @@ COMPACT = 1024
 #: time.
 GROUP = 64
 SPARSE_BITS = 16
+#: The slots of a pass's argument block.
+ARGS = size(A)
 
 
 @_inline
@@ -160,34 +164,40 @@ def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
     return c
 
 
-def _count_block(sp, sn, pp, pn, b):
-    """Non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
-    :data:`~dmlnumba.params.NONZERO_CPU` block of ``pn`` int64 at ``pp``) over the
-    ``sn`` items at ``sp``: elements ``first + [b*block, (b+1)*block)`` (clipped to
-    ``first + n``) of the row-major order of its shape.  A C function of each bit
-    width (:func:`count_function`)."""
-    src = carray(sp, sn)
-    p = carray(pp, pn)
-    mask = src.dtype.type(p[P.mask])
-    sb = p[P.src_base]
-    first = p[P.first]
-    lo, hi = block_bounds(b, p[P.block], p[P.n])
-    lo += first
-    hi += first
-    if p[P.contiguous] != 0:
-        return _count_row(src, sb + lo, 1, hi - lo, mask)
-    ndim = p[P.ndim]
-    shape = p[P.shape : P.shape + ndim]
-    strides = p[P.strides : P.strides + ndim]
-    return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
+def _count_pass(item, contiguous):
+    """The count pass (:mod:`.blocks`) over inputs of ``item`` (the unsigned NumPy
+    type of their bit width: a closure constant, so numba's disk cache keeps each bit
+    width's apart), whose arguments are a :data:`~dmlnumba.params.NONZERO_PASS` block:
+    the non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
+    :data:`~dmlnumba.params.NONZERO_CPU` block) over the flat input: elements ``first
+    + [b*block, (b+1)*block)`` (clipped to ``first + n``) of the row-major order of
+    its shape."""
+
+    def count_pass(ap, b):
+        a = carray(ap, ARGS)
+        src = carray(pointer(a[A.src], item), a[A.src_n])
+        p = carray(pointer(a[A.p], np.int64), a[A.p_n])
+        mask = src.dtype.type(p[P.mask])
+        sb = p[P.src_base]
+        first = p[P.first]
+        lo, hi = block_bounds(b, p[P.block], p[P.n])
+        lo += first
+        hi += first
+        if contiguous:
+            return _count_contiguous(src, sb + lo, hi - lo, mask)
+        ndim = p[P.ndim]
+        shape = p[P.shape : P.shape + ndim]
+        strides = p[P.strides : P.strides + ndim]
+        return _count_range(src, sb, mask, shape, strides, ndim, lo, hi)
+
+    return count_pass
 
 
-def count_function(bits):
-    """The address of :func:`_count_block` for ``bits``-bit inputs as a C function
-    (made, or loaded from numba's cache), which the drivers call; the target makes it
-    once (``cpu.compiling.c_function_address``).  As a jitted function its code was linked into
-    every driver's, and LLVM optimized and compiled it again for each
-    (docs/PERFORMANCE.md)."""
+def count_function(bits, contiguous):
+    """The address of the count pass (:func:`_count_pass`) for ``bits``-bit inputs as a
+    C function (made, or loaded from numba's cache), which the drivers call; the
+    target makes it once (``cpu.compiling.c_function_address``).  As a jitted
+    function its code was linked into every driver's, and LLVM optimized and compiled
+    it again for each (docs/PERFORMANCE.md)."""
     i = types.int64
-    sig = types.int64(item_pointer(bits), i, types.CPointer(i), i, i)
-    return c_function(sig, _count_block)
+    return c_function(types.int64(types.CPointer(i), i), _count_pass(UINTS[bits], contiguous))

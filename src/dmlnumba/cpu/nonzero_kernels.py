@@ -1,16 +1,17 @@
-"""The CPU nonzero kernels: per-block counts, an exclusive scan, then each block's
-rows (:mod:`.nonzero_write`); one body compiled serial and ``parallel=True``, and
-two serial drivers for inputs of one block (no count, no scan), each compiled only
-by the calls that take it."""
+"""The CPU nonzero drivers on the calling thread: per-block counts, an exclusive
+scan, then each block's rows (the passes: :mod:`.nonzero_count`,
+:mod:`.nonzero_write`), and two drivers for inputs of one block (no count, no
+scan), each compiled only by the calls that take it.  Calls on numba's threads run
+the same passes through :mod:`.blocks`' drivers (:mod:`dmlnumba.cpu.nonzero`)."""
 
 import numpy as np
-from numba import prange
 
 from ..params import NONZERO_CPU as P
+from ..params import NONZERO_PASS as A
 from .compiling import jit
 from .indexmath import _inline, is_nonzero
-from .llvm import call_int64, data_pointer
-from .nonzero_count import GROUP, _compact_from, _compact_groups, _count_contiguous
+from .llvm import address, call_pass
+from .nonzero_count import ARGS, GROUP, _compact_from, _compact_groups, _count_contiguous
 from .nonzero_write import DENSE_OF
 
 
@@ -84,18 +85,31 @@ def _positions_driver(src, p, out, count):
     return True
 
 
+@_inline
+def _pass_args(src, p, out, nrows):
+    """The argument block (:data:`~dmlnumba.params.NONZERO_PASS`) of nonzero's passes
+    over these arrays, followed by the ``nrows`` slots of its ``rows``: one array,
+    which lives as long as the block or the rows are used (numba frees an array
+    after its last use; an address taken of it is not a use)."""
+    a = np.empty(ARGS + nrows, np.int64)
+    a[A.src], a[A.src_n] = address(src), src.size
+    a[A.p], a[A.p_n] = address(p), p.size
+    a[A.out], a[A.out_n] = address(out), out.size
+    a[A.rows] = address(a) + 8 * ARGS
+    return a
+
+
 def _single_driver(fw, src, p, out, count):
     """NONZERO_COORDINATES of an input of one block whose rows all fit (``limit`` at
     least ``n``): no counting pass and no scan; the write (``fw``, the address of
     :func:`~.nonzero_write.write_function`'s C function), bounded by the worst case
-    (every element), ends on the count.  ``p`` as for :func:`_nonzero_driver`'s
-    drivers."""
+    (every element), ends on the count.  ``p`` as for :func:`_blocks_driver`."""
     if not _outputs_apart(src, p, out, count):
         return False
-    sp, pp, op = data_pointer(src), data_pointer(p), data_pointer(out)
-    zero = np.int64(0)
-    rows = call_int64(fw, sp, src.size, pp, p.size, zero, op, out.size, zero, p[P.n])
-    count[p[P.count_pos]] = rows
+    a = _pass_args(src, p, out, 2)  # its rows: [0, n)
+    a[ARGS] = 0
+    a[ARGS + 1] = p[P.n]
+    count[p[P.count_pos]] = call_pass(fw, a, np.int64(0))
     return True
 
 
@@ -103,85 +117,37 @@ nonzero_positions = jit(nogil=True)(_positions_driver)
 nonzero_single = jit(nogil=True)(_single_driver)
 
 
-def _nonzero_driver(parallel):
-    """The nonzero driver, on numba's threads or the calling one (see
-    :func:`_slice_driver`)."""
-    loop = prange if parallel else range
+def _blocks_driver(fc, fw, src, p, out, count):
+    """NONZERO_COORDINATES of the elements ``[first, first + n)`` of the row-major
+    order of the shape in ``p`` (the whole input; a dask block's run of the whole
+    array's order), in that shape's coordinates, on the calling thread.  ``p`` is a
+    :data:`~dmlnumba.params.NONZERO_CPU` block; everything but the arrays is in it,
+    since numba's dispatch costs time for every argument.
 
-    def nonzero(fc, fw, src, p, out, count):
-        """NONZERO_COORDINATES of the elements ``[first, first + n)`` of the
-        row-major order of the shape in ``p`` (the whole input; a dask block's
-        run of the whole array's order), in that shape's coordinates.  ``p`` is a
-        :data:`~dmlnumba.params.NONZERO_CPU` block; everything but the arrays is
-        in it, since numba's dispatch costs time for every argument.
-
-        Block ``b`` holds elements ``first + [b*block, (b+1)*block)``.  Pass 1
-        counts each block's non-zeros; the exclusive scan of the counts gives each
-        block its first output row; pass 2 writes each block's rows, those below
-        ``limit`` (the rows ``out`` holds).  ``fc`` and ``fw``: the addresses of the
-        passes' C functions (:func:`~.nonzero_count.count_function`,
-        :func:`~.nonzero_write.write_function`).  The result is in ascending element
-        order with no sort and no atomics; the count is the true count, also where
-        it exceeds ``limit``.  (A single block whose rows all fit needs neither
-        the count nor the scan: :func:`nonzero_single` and
-        :func:`nonzero_positions` take those calls, chosen by the caller.)  Returns
-        whether it wrote (see :func:`_positions_driver`).
-        """
-        if not _outputs_apart(src, p, out, count):
-            return False
-        sp, sn, pp, pn = data_pointer(src), src.size, data_pointer(p), p.size
-        op, on = data_pointer(out), out.size
-        nblocks = p[P.nblocks]
-        limit = p[P.limit]
-        rows = np.empty(nblocks + 1, np.int64)
-        rows[0] = 0
-        for b in loop(nblocks):
-            rows[b + 1] = call_int64(fc, sp, sn, pp, pn, np.int64(b))
-        _scan(rows, nblocks)
-        for b in loop(nblocks):
-            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
-            call_int64(fw, sp, sn, pp, pn, np.int64(b), op, on, lo, hi)
-        count[p[P.count_pos]] = rows[nblocks]
-        return True
-
-    return jit(parallel=parallel, nogil=True)(nonzero)
+    Block ``b`` holds elements ``first + [b*block, (b+1)*block)``.  Pass 1 counts
+    each block's non-zeros; the exclusive scan of the counts gives each block its
+    first output row; pass 2 writes each block's rows, those below ``limit`` (the
+    rows ``out`` holds).  ``fc`` and ``fw``: the addresses of the passes' C functions
+    (:func:`~.nonzero_count.count_function`, :func:`~.nonzero_write.write_function`).
+    The result is in ascending element order with no sort and no atomics; the count
+    is the true count, also where it exceeds ``limit``.  (A single block whose rows
+    all fit needs neither the count nor the scan: :func:`nonzero_single` and
+    :func:`nonzero_positions` take those calls, chosen by the caller; calls on
+    numba's threads run the same passes through :mod:`.blocks`' drivers.)  Returns
+    whether it wrote (see :func:`_positions_driver`)."""
+    if not _outputs_apart(src, p, out, count):
+        return False
+    nblocks = p[P.nblocks]
+    a = _pass_args(src, p, out, nblocks + 1)
+    rows = a[ARGS:]
+    rows[0] = 0
+    for b in range(nblocks):
+        rows[b + 1] = call_pass(fc, a, np.int64(b))
+    _scan(rows, nblocks)
+    for b in range(nblocks):
+        call_pass(fw, a, np.int64(b))
+    count[p[P.count_pos]] = rows[nblocks]
+    return True
 
 
-nonzero = _nonzero_driver(False)
-nonzero_parallel = _nonzero_driver(True)
-
-
-def _passes_driver(parallel):
-    """The nonzero driver's two passes as drivers of their own (for argwhere, which
-    allocates its result between them): :func:`count_blocks` then, into exactly as
-    many rows as it counted, :func:`write_blocks`.  ``loop``: see
-    :func:`_slice_driver`."""
-    loop = prange if parallel else range
-
-    def count_blocks(fc, src, p, rows):
-        """Pass 1 of ``nonzero``: ``rows[b]`` becomes block ``b``'s first output row
-        and ``rows[nblocks]`` the count (``rows`` has ``nblocks + 1`` entries)."""
-        sp, sn, pp, pn = data_pointer(src), src.size, data_pointer(p), p.size
-        nblocks = p[P.nblocks]
-        rows[0] = 0
-        for b in loop(nblocks):
-            rows[b + 1] = call_int64(fc, sp, sn, pp, pn, np.int64(b))
-        _scan(rows, nblocks)
-
-    def write_blocks(fw, src, p, out, rows):
-        """Pass 2 of ``nonzero``: each block's coordinates into its rows, from
-        ``rows`` (:func:`count_blocks`'), those below the limit in ``p``."""
-        sp, sn, pp, pn = data_pointer(src), src.size, data_pointer(p), p.size
-        op, on = data_pointer(out), out.size
-        limit = p[P.limit]
-        for b in loop(p[P.nblocks]):
-            lo, hi = min(rows[b], limit), min(rows[b + 1], limit)
-            call_int64(fw, sp, sn, pp, pn, np.int64(b), op, on, lo, hi)
-
-    return jit(parallel=parallel, nogil=True)(count_blocks), jit(parallel=parallel, nogil=True)(
-        write_blocks
-    )
-
-
-count_blocks, write_blocks = _passes_driver(False)
-count_blocks_parallel, write_blocks_parallel = _passes_driver(True)
+nonzero = jit(nogil=True)(_blocks_driver)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import config
 from ..params import NONZERO_CPU
-from . import compiling
+from . import compiling, process
 
 _fork_child = False
 #: ``one_thread``: set by tasks of a dask graph, whose scheduler's threads are the
@@ -65,24 +65,26 @@ _pool = threading.Lock()
 _pool_shared = False
 
 
-def run_parallel(parallel, serial, key, *args):
-    """``parallel(*args)`` on numba's threads, as many of them as have a core
-    (:func:`threads_free`, where ``CPU_LOAD_CHECK`` asks); ``serial(*args)`` on
-    this thread where fewer than two have one, or where another thread's parallel
-    region runs and numba's layer may not take two (the same results either way)."""
+def run_passes(job):
+    """``job(run)``, where ``run(f, args, results)`` runs a pass's blocks
+    (:mod:`dmlnumba.cpu.blocks`) on numba's threads, as many of them as have a core
+    (:func:`threads_free`, where ``CPU_LOAD_CHECK`` asks: once for the whole job,
+    whose passes follow each other); or on this thread where fewer than two have
+    one, or where another thread's parallel region runs and numba's layer may not
+    take two (the same results either way)."""
     global _pool_shared
     import numba
 
     want = numba.get_num_threads()
     k = threads_free(want) if config.CPU_LOAD_CHECK else want
     if k < 2:
-        return compiling.run(serial, key, *args)
+        return job(serial_pass)
     if _pool_shared:
-        return _on_threads(k, want, parallel, key, args)
+        return _on_threads(k, want, job)
     if not _pool.acquire(blocking=False):
-        return compiling.run(serial, key, *args)
+        return job(serial_pass)
     try:
-        result = _on_threads(k, want, parallel, key, args)
+        result = _on_threads(k, want, job)
         try:
             _pool_shared = numba.threading_layer() != "workqueue"
         except ValueError:  # no pool started (NUMBA_DISABLE_JIT): keep to one at a time
@@ -92,20 +94,39 @@ def run_parallel(parallel, serial, key, *args):
     return result
 
 
-def _on_threads(k, want, parallel, key, args):
-    """``parallel(*args)`` on ``k`` of numba's threads (this thread's setting, put back
-    after: it was ``want``).  Around the first such region, notes which threads it
+def run_pass(f, args, results, parallel):
+    """``results[b] = f(args, b)`` for each block ``b`` (a pass's C function and its
+    argument block), on numba's threads where ``parallel`` (:func:`run_passes`),
+    else on this one."""
+    if parallel:
+        run_passes(lambda run: run(f, args, results))
+    else:
+        serial_pass(f, args, results)
+
+
+def serial_pass(f, args, results):
+    """``results[b] = f(args, b)`` for each block ``b``, on this thread."""
+    compiling.run(process.kernels().blocks, ("blocks",), f, args, results)
+
+
+def _parallel_pass(f, args, results):
+    compiling.run(process.kernels().blocks_parallel, ("blocks", "parallel"), f, args, results)
+
+
+def _on_threads(k, want, job):
+    """``job`` with its passes on ``k`` of numba's threads (this thread's setting, put
+    back after: it was ``want``).  Around the first such job, notes which threads it
     started: numba's pool (see :func:`threads_free`)."""
     global _pool_tids
     import numba
 
     before = _task_ids() if _pool_tids is None else None
     if k == want:
-        result = compiling.run(parallel, key + ("parallel",), *args)
+        result = job(_parallel_pass)
     else:
         numba.set_num_threads(k)
         try:
-            result = compiling.run(parallel, key + ("parallel",), *args)
+            result = job(_parallel_pass)
         finally:
             numba.set_num_threads(want)
     if before is not None:
@@ -202,13 +223,9 @@ def _pool_running():
 
 def slice_parallel(size, nchunks):
     """Whether a slice1 copy of ``size`` elements in ``nchunks`` chunks is offered to
-    numba's threads (:func:`run_parallel`, which takes as many as have a core):
+    numba's threads (:func:`run_passes`, which takes as many as have a core):
     where it is large enough to gain from them."""
     return nchunks > 1 and size >= config.CPU_PARALLEL_MIN and threads_ok()
-
-
-#: slice1's copy on numba's threads (see :func:`run_parallel`).
-run_slice_parallel = run_parallel
 
 
 def nonzero_driver(fields):
