@@ -537,7 +537,7 @@ def test_the_pool_threads_are_the_ones_the_first_region_started(monkeypatch):
         while not stop.is_set():
             np.sort(a)
 
-    def job(run):  # the first parallel job, which starts a thread
+    def job(on_threads):  # the first parallel job, which starts a thread
         started.append(threading.Thread(target=work))
         started[0].start()
 

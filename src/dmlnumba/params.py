@@ -132,19 +132,12 @@ NONZERO_CPU = declare(
     ),
 )
 
-#: The arguments of the CPU passes' C functions, one int64 block a call (see
-#: :mod:`dmlnumba.cpu.blocks`): arrays as the address of their first item and their
-#: items.  nonzero's count and write passes: the flat input, its
-#: :data:`NONZERO_CPU` block, the flat coordinates, and each block's first row.
+#: The arguments of the CPU nonzero passes' C functions, one int64 block a call (see
+#: :mod:`dmlnumba.cpu.blocks`), arrays as the address of their first item and their
+#: items: the flat input, its :data:`NONZERO_CPU` block, the flat coordinates, and
+#: each block's first row.
 NONZERO_PASS = declare(
     "NonzeroPass", rows=(), scalars=("src", "src_n", "p", "p_n", "out", "out_n", "rows")
-)
-#: slice1's chunk copy: the flat input and output, the index of their element 0, the
-#: ``3 x ndim`` geometry (sizes, source and output strides) and the chunk's elements.
-SLICE_PASS = declare(
-    "SlicePass",
-    rows=(),
-    scalars=("src", "src_n", "src_base", "dst", "dst_n", "dst_base", "geom", "ndim", "chunk"),
 )
 
 

@@ -47,8 +47,7 @@ def compile_group(op, t, c):
         if op == "slice1":
             # Into out=: the kernel, also for windows that a new output would copy
             # with NumPy.
-            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))  # unit-stride rows
-            dmlnumba.slice1(x, (0,), (n,), (2,), out=np.empty(n // 2, t))  # strided rows
+            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
             continue
         dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
         dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block

@@ -1,14 +1,13 @@
-"""The CPU passes' block drivers, shared by every operator and bit width: a pass's C
-function (slice1's chunk copy, nonzero's block count and write) called for each
-block, on the calling thread or on numba's threads.
+"""The CPU block drivers, shared by every bit width: a pass's C function (nonzero's
+block count and write) called for each block, on the calling thread or on numba's
+threads.
 
 A pass takes ``(args, b)``: the address of its call's argument block (an int64
-array, :data:`~dmlnumba.params.NONZERO_PASS` or :data:`~dmlnumba.params.SLICE_PASS`:
-the arrays as addresses and sizes) and the block's number, and returns an int64
-(a block's count, or the row after the last one it wrote).  So one driver, compiled
-once on a machine, runs every pass of every bit width: a first large call compiles
-its passes and no driver of its own (docs/PERFORMANCE.md, "Startup and compile
-time")."""
+array, :data:`~dmlnumba.params.NONZERO_PASS`: the arrays as addresses and sizes)
+and the block's number, and returns an int64 (a block's count, or the row after the
+last one it wrote).  So one driver, compiled once on a machine, runs every pass of
+every bit width: a first large call compiles its passes and no driver of its own
+(docs/PERFORMANCE.md, "Startup and compile time")."""
 
 import numpy as np
 from numba import prange

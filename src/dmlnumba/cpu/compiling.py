@@ -91,7 +91,7 @@ def c_function(sig: Any, func: Callable) -> Any:
     """The address (an int) of ``numba.cfunc(sig, cache=True)(func)``, compiled (or
     loaded from numba's cache) now, or without the cache where numba has nowhere to
     write it (see :func:`jit`); called from jitted code through
-    :func:`~dmlnumba.cpu.llvm.call_int64` and ``call_pass``, so that a caller
+    :func:`~dmlnumba.cpu.llvm.call_int64`, ``call_void`` and ``call_pass``, so that a caller
     compiles without linking its code in (docs/PERFORMANCE.md).  Under
     ``NUMBA_DISABLE_JIT``: a handle of ``func`` itself (an int, as an address is, which
     a parameter block can hold), which the stand-ins of those call."""

@@ -13,12 +13,13 @@ The passes, slice1's chunk copy and nonzero's block count and block write, are C
 functions (``numba.cfunc``, :func:`.compiling.c_function`) that the drivers call by
 address (:mod:`.llvm`): a jitted callee's code is linked into its caller, which LLVM
 then optimizes and compiles again for each driver (docs/PERFORMANCE.md, "Startup
-and compile time").  Each takes its call's arguments as one int64 block, so that
-the drivers of :mod:`.blocks`, compiled once for every operator and bit width, run
-them on numba's threads (or on the calling one, on a busy machine).  The serial
+and compile time").  nonzero's passes take their call's arguments as one int64
+block, so that the drivers of :mod:`.blocks`, compiled once for every bit width,
+run them on numba's threads (or on the calling one, on a busy machine).  The other
 drivers, each compiled only by the calls that take it:
 
-- :mod:`.slice_kernels`: slice1's strided copy, chunk by chunk;
+- :mod:`.slice_kernels`: slice1's strided copy, chunk by chunk, one body compiled
+  serial and ``parallel=True``;
 - :mod:`.nonzero_kernels`: nonzero's per-block counts, scan and writes (the count
   pass in :mod:`.nonzero_count`, the write pass and its dense write in
   :mod:`.nonzero_write`), and two drivers for inputs of one block (no count pass).
@@ -31,10 +32,9 @@ from .blocks import blocks, blocks_parallel
 from .nonzero_count import count_function
 from .nonzero_kernels import nonzero, nonzero_positions, nonzero_single
 from .nonzero_write import dense_function, write_function
-from .slice_kernels import args_block, chunk_function, slice_copy, unit_rows
+from .slice_kernels import chunk_function, slice_copy, slice_copy_parallel
 
 __all__ = [
-    "args_block",
     "blocks",
     "blocks_parallel",
     "nonzero",
@@ -42,8 +42,8 @@ __all__ = [
     "nonzero_single",
     "chunk_function",
     "slice_copy",
+    "slice_copy_parallel",
     "count_function",
     "dense_function",
     "write_function",
-    "unit_rows",
 ]

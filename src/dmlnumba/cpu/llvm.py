@@ -113,29 +113,37 @@ def item_pointer(bits):
     return types.CPointer(_UINTS[bits])
 
 
-@intrinsic
-def _call_int64(typingctx, address, *args):
-    """``call_int64(address, *args)``: the C function at ``address`` (an integer, from
-    :func:`~dmlnumba.cpu.compiling.c_function`) called with ``args``, returning an
-    int64.  (numba's own first-class functions dispatch a function object on every
-    call, which costs more than a small call's work; an integer costs what any
-    argument does.)"""
-    # numba passes the arguments as one StarArgTuple, or one by one
-    if len(args) == 1 and isinstance(args[0], types.StarArgTuple):
-        tup = args[0]
-    else:
-        tup = types.StarArgTuple(args)
+def _c_call(restype):
+    """An intrinsic ``call(address, *args)``: the C function at ``address`` (an
+    integer, from :func:`~dmlnumba.cpu.compiling.c_function`) called with ``args``,
+    returning a ``restype``.  (numba's own first-class functions dispatch a function
+    object on every call, which costs more than a small call's work; an integer
+    costs what any argument does.)"""
 
-    def codegen(context, builder, signature, llargs):
-        argtys = signature.args[1]
-        values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
-        fnty = ir.FunctionType(ir.IntType(64), [context.get_value_type(t) for t in argtys])
-        return builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), values)
+    @intrinsic
+    def call(typingctx, address, *args):
+        # numba passes the arguments as one StarArgTuple, or one by one
+        if len(args) == 1 and isinstance(args[0], types.StarArgTuple):
+            tup = args[0]
+        else:
+            tup = types.StarArgTuple(args)
 
-    return types.int64(address, tup), codegen
+        def codegen(context, builder, signature, llargs):
+            argtys = signature.args[1]
+            values = [builder.extract_value(llargs[1], i) for i in range(len(argtys))]
+            ret = ir.VoidType() if restype == types.void else context.get_value_type(restype)
+            fnty = ir.FunctionType(ret, [context.get_value_type(t) for t in argtys])
+            r = builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), values)
+            return context.get_dummy_value() if restype == types.void else r
+
+        return restype(address, tup), codegen
+
+    return call
 
 
-call_int64: Any = _call_int64
+#: C functions called by address: returning nothing, or an int64.
+call_void = _c_call(types.void)
+call_int64 = _c_call(types.int64)
 
 
 @intrinsic
@@ -187,7 +195,10 @@ if getattr(_nbconfig, "DISABLE_JIT", 0):
     def pointer(address, item):  # type: ignore[misc]
         return ctypes.cast(int(address), ctypes.POINTER(np.ctypeslib.as_ctypes_type(item)))
 
-    def call_int64(fn, *args):  # type: ignore[misc]  # fn: the Python function's handle
+    def call_void(fn, *args):  # type: ignore[misc]  # fn: the Python function's handle
+        python_functions[int(fn)](*args)
+
+    def call_int64(fn, *args):  # type: ignore[misc]
         return python_functions[int(fn)](*args)
 
     def call_pass(fn, args, b):  # type: ignore[misc]

@@ -252,19 +252,20 @@ def argwhere(x):
     rows[0] = 0
     fc = count_pass(k, 8 * src.itemsize, p)
 
-    def job(run):
-        run(fc, a, rows[1:])
+    def job(on_threads):
+        threads.run_pass(fc, a, rows[1:], on_threads)
         np.cumsum(rows, out=rows)
         coords = np.empty((int(rows[-1]), w), np.int64)
         if coords.size:
             out = coords.reshape(-1).view(np.uint64)
             a[NONZERO_PASS.out], a[NONZERO_PASS.out_n] = out.ctypes.data, out.size
-            run(write_pass(k, (8 * src.itemsize, 64), p), a, np.empty(nblocks, np.int64))
+            fw = write_pass(k, (8 * src.itemsize, 64), p)
+            threads.run_pass(fw, a, np.empty(nblocks, np.int64), on_threads)
         return coords
 
     if nonzero_on_threads(p) and threads_ok():
         return threads.run_passes(job)
-    return job(threads.serial_pass)
+    return job(False)
 
 
 def nonzero_stripe(x, shape, origin, width, dtype):

@@ -57,11 +57,11 @@ def _on_threads(bits, src, p, out, count):
     rows = a[PASS_ARGS:]
     rows[0] = 0
 
-    def job(run):
-        run(fc, a, rows[1:])
+    def job(on_threads):
+        threads.run_pass(fc, a, rows[1:], on_threads)
         np.cumsum(rows, out=rows)
         if fw is not None:
-            run(fw, a, np.empty(nblocks, np.int64))
+            threads.run_pass(fw, a, np.empty(nblocks, np.int64), on_threads)
 
     threads.run_passes(job)
     count[p[P.count_pos]] = rows[nblocks]

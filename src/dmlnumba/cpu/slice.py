@@ -19,10 +19,21 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
     key = ("slice1", 8 * src.itemsize)
-    f = compiling.c_function_address(k.chunk_function, *key, k.unit_rows(geom))
+    f = compiling.c_function_address(k.chunk_function, "slice1", 8 * src.itemsize)
     if threads.slice_parallel(size, nchunks):
-        args = k.args_block(src, src_base, dst, dst_base, geom, chunk)
-        threads.run_pass(f, args, np.empty(nchunks, np.int64), True)
+        threads.run_parallel(
+            k.slice_copy_parallel,
+            k.slice_copy,
+            key,
+            f,
+            src,
+            src_base,
+            dst,
+            dst_base,
+            geom,
+            chunk,
+            nchunks,
+        )
     else:  # one chunk: a contiguous window is then one memcpy, as NumPy's copy is
         compiling.run(k.slice_copy, key, f, src, src_base, dst, dst_base, geom, size, 1)
 

@@ -1,23 +1,18 @@
 """The CPU slice1 kernel: strided rows copied chunk by chunk (gathered, reversed or
-plain), with software prefetch of the rows ahead; the chunk copy a pass (a C
-function of each bit width) that a serial driver here, or :mod:`.blocks`' drivers
-on numba's threads, call for each chunk."""
+plain), with software prefetch of the rows ahead; one body compiled serial and
+``parallel=True``."""
 
 import numpy as np
-from numba import carray, types
+from numba import carray, prange, types
 from numba import config as _nbconfig
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..params import SLICE_PASS as A
-from ..params import pack, size
 from .compiling import c_function, jit
 from .indexmath import _inline, block_bounds, next_row, offset, unravel
-from .llvm import UINTS, address, call_pass, pointer
+from .llvm import call_void, data_pointer, item_pointer
 from .llvm import prefetch as _prefetch
 
-#: The slots of a pass's argument block.
-ARGS = size(A)
 #: A cache line, in bytes (the step between software prefetches).
 LINE = 64
 #: Rows prefetched ahead of the one being copied, and the widest source row
@@ -246,152 +241,124 @@ def _copy_strided_rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes
                 b += rd
 
 
-def _chunk_pass(item, unit):
-    """The chunk copy (:mod:`.blocks`) of items of ``item`` (the unsigned NumPy type of
-    their bit width) for rows of unit strides or not (``unit``, :func:`unit_rows`:
-    each compiles only its own loop nests); both closure constants, so numba's disk
-    cache keeps them apart.  Its arguments are a :data:`~dmlnumba.params.SLICE_PASS`
-    block: chunk
-    ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided copy from the
-    flat ``src`` (element 0 at ``sb``) to the flat ``dst`` (at ``db``); ``geom``'s
-    rows (``3 x ndim``) are sizes, source and destination strides.
+def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
+    """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
+    copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
+    gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
+    function of each bit width (:func:`chunk_function`), which both drivers below
+    call through its address.
 
     Blocks of the largest shape that fits what is left (:func:`_block`), each one
     loop nest (:func:`_copy_unit_rows`, :func:`_copy_strided_rows`).  The odometer
     (and a full offset computation) runs only where a block ends a run.
     """
-
-    def chunk_pass(ap, c):
-        a = carray(ap, ARGS)
-        src = carray(pointer(a[A.src], item), a[A.src_n])
-        dst = carray(pointer(a[A.dst], item), a[A.dst_n])
-        geom = carray(pointer(a[A.geom], np.int64), (3, a[A.ndim]))
-        sb, db, chunk = a[A.src_base], a[A.dst_base], a[A.chunk]
-        ndim = geom.shape[1]
-        shape = geom[0]
-        sst = geom[1]
-        dstr = geom[2]
-        total = 1
-        for k in range(ndim):
-            total *= shape[k]
-        lo, hi = block_bounds(c, chunk, total)
-        coords = np.empty(ndim, np.int64)
-        unravel(lo, shape, ndim, coords)
-        line = LINE // _item_bytes(src)  # elements a cache line
-        last = ndim - 1
-        row = shape[last]
-        ss = sst[last]
-        ds = dstr[last]
-        nr = shape[last - 1] if ndim > 1 else 1
-        rs = sst[last - 1] if ndim > 1 else 0
-        rd = dstr[last - 1] if ndim > 1 else 0
-        npl = shape[last - 2] if ndim > 2 else 1
-        ps = sst[last - 2] if ndim > 2 else 0
-        pd = dstr[last - 2] if ndim > 2 else 0
-        plane = nr * row
-        # Rows are often short and far apart (a strided window), which hardware
-        # prefetchers cannot follow across pages: ask for the source row
-        # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
-        # of a cache line between them: the source is then read as one stream, which
-        # the hardware follows, and a prefetch only adds work.  Nor for rows that
-        # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
-        # their copy (docs/PERFORMANCE.md, "Specialised paths").
-        step = rs if rs > 0 else -rs
-        tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
-        span = (row - 1) * (ss if ss > 0 else -ss) + 1
-        memcpy_rows = ss == 1 and ds == 1 and row * _item_bytes(src) >= MEMCPY_BYTES
-        pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
+    src = carray(sp, sn)
+    dst = carray(dp, dn)
+    geom = carray(gp, (3, gn))
+    ndim = geom.shape[1]
+    shape = geom[0]
+    sst = geom[1]
+    dstr = geom[2]
+    total = 1
+    for k in range(ndim):
+        total *= shape[k]
+    lo, hi = block_bounds(c, chunk, total)
+    coords = np.empty(ndim, np.int64)
+    unravel(lo, shape, ndim, coords)
+    line = LINE // _item_bytes(src)  # elements a cache line
+    last = ndim - 1
+    row = shape[last]
+    ss = sst[last]
+    ds = dstr[last]
+    nr = shape[last - 1] if ndim > 1 else 1
+    rs = sst[last - 1] if ndim > 1 else 0
+    rd = dstr[last - 1] if ndim > 1 else 0
+    npl = shape[last - 2] if ndim > 2 else 1
+    ps = sst[last - 2] if ndim > 2 else 0
+    pd = dstr[last - 2] if ndim > 2 else 0
+    plane = nr * row
+    # Rows are often short and far apart (a strided window), which hardware
+    # prefetchers cannot follow across pages: ask for the source row
+    # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
+    # of a cache line between them: the source is then read as one stream, which
+    # the hardware follows, and a prefetch only adds work.  Nor for rows that
+    # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
+    # their copy (docs/PERFORMANCE.md, "Specialised paths").
+    step = rs if rs > 0 else -rs
+    tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
+    span = (row - 1) * (ss if ss > 0 else -ss) + 1
+    memcpy_rows = ss == 1 and ds == 1 and row * _item_bytes(src) >= MEMCPY_BYTES
+    pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
+    s = sb + offset(coords, sst, ndim)
+    d = db + offset(coords, dstr, ndim)
+    remaining = hi - lo
+    while remaining > 0:
+        c = coords[last]
+        r = coords[last - 1] if ndim > 1 else 0
+        n, nrows, nplanes, on, planes = _block(
+            c, r, coords, ndim, row, nr, npl, plane, remaining, pf
+        )
+        if ds == 1 and (ss == 1 or ss == -1):
+            _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
+        else:
+            _copy_strided_rows(
+                src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
+            )
+        remaining -= n * nrows * nplanes
+        if remaining <= 0:
+            break
+        # On to column 0 of the next row (or plane).
+        s -= c * ss
+        d -= c * ds
+        coords[last] = 0
+        if planes:
+            if coords[last - 2] + nplanes < npl:
+                coords[last - 2] += nplanes
+                s += nplanes * ps
+                d += nplanes * pd
+                continue
+            coords[last - 2] = npl - 1
+            coords[last - 1] = nr - 1
+        elif ndim > 1 and r + nrows < nr:
+            coords[last - 1] = r + nrows
+            s += nrows * rs
+            d += nrows * rd
+            continue
+        elif ndim > 1:
+            coords[last - 1] = nr - 1
+        next_row(coords, shape, ndim)
         s = sb + offset(coords, sst, ndim)
         d = db + offset(coords, dstr, ndim)
-        remaining = hi - lo
-        while remaining > 0:
-            c = coords[last]
-            r = coords[last - 1] if ndim > 1 else 0
-            n, nrows, nplanes, on, planes = _block(
-                c, r, coords, ndim, row, nr, npl, plane, remaining, pf
-            )
-            if unit:  # (ds == 1 and ss == 1 or -1: the caller's choice, unit_rows)
-                _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
-            else:
-                _copy_strided_rows(
-                    src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
-                )
-            remaining -= n * nrows * nplanes
-            if remaining <= 0:
-                break
-            # On to column 0 of the next row (or plane).
-            s -= c * ss
-            d -= c * ds
-            coords[last] = 0
-            if planes:
-                if coords[last - 2] + nplanes < npl:
-                    coords[last - 2] += nplanes
-                    s += nplanes * ps
-                    d += nplanes * pd
-                    continue
-                coords[last - 2] = npl - 1
-                coords[last - 1] = nr - 1
-            elif ndim > 1 and r + nrows < nr:
-                coords[last - 1] = r + nrows
-                s += nrows * rs
-                d += nrows * rd
-                continue
-            elif ndim > 1:
-                coords[last - 1] = nr - 1
-            next_row(coords, shape, ndim)
-            s = sb + offset(coords, sst, ndim)
-            d = db + offset(coords, dstr, ndim)
-        return 0
-
-    return chunk_pass
 
 
-def unit_rows(geom):
-    """Whether the rows of a copy of geometry ``geom`` (sizes, source and output
-    strides) are contiguous or reversed, into contiguous rows: the chunk copy of
-    :func:`_copy_unit_rows`, else of :func:`_copy_strided_rows`."""
-    return bool(geom[2, -1] == 1 and abs(geom[1, -1]) == 1)
+def chunk_function(bits):
+    """The address of :func:`_copy_chunk` for ``bits``-bit items as a C function (made,
+    or loaded from numba's cache), which the drivers call; the target makes it once
+    (``cpu.compiling.c_function_address``).  Called directly, as a jitted function, its code was
+    linked into each driver's, and LLVM optimized and compiled it again for each (the
+    parallel driver's parfor twice), which doubled a first parallel call's compile
+    (docs/PERFORMANCE.md)."""
+    p, i = item_pointer(bits), types.int64
+    return c_function(types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i), _copy_chunk)
 
 
-def chunk_function(bits, unit):
-    """The address of the chunk copy (:func:`_chunk_pass`) for ``bits``-bit items and
-    rows of unit strides or not (``unit``) as a C function (made, or loaded from
-    numba's cache), which the drivers call; the target makes it once
-    (``cpu.compiling.c_function_address``).  Called directly, as a jitted function,
-    its code was linked into each driver's, and LLVM optimized and compiled it again
-    for each (the parallel driver's parfor twice), which doubled a first parallel
-    call's compile (docs/PERFORMANCE.md)."""
-    i = types.int64
-    return c_function(types.int64(types.CPointer(i), i), _chunk_pass(UINTS[bits], unit))
+def _slice_driver(parallel):
+    """The slice driver, on numba's threads or (``parallel=False``) the calling one:
+    one body, compiled twice.  ``loop`` is a closure variable that differs between
+    the two, so that numba's disk cache (keyed by the function's code and closure)
+    keeps them apart.  ``f``: the address of the chunk copy of the arrays' bit width
+    (:func:`chunk_function`)."""
+    loop = prange if parallel else range
+
+    def slice_copy(f, src, src_base, dst, dst_base, geom, chunk, nchunks):
+        """Strided copy, chunk by chunk."""
+        sp, sn, dp, dn = data_pointer(src), src.size, data_pointer(dst), dst.size
+        gp, gn = data_pointer(geom), geom.shape[1]
+        for c in loop(nchunks):
+            call_void(f, sp, sn, src_base, dp, dn, dst_base, gp, gn, chunk, np.int64(c))
+
+    return jit(parallel=parallel, nogil=True)(slice_copy)
 
 
-def args_block(src, src_base, dst, dst_base, geom, chunk):
-    """The argument block (:data:`~dmlnumba.params.SLICE_PASS`) of a copy between these
-    arrays, as :func:`slice_copy` makes it (for the drivers of :mod:`.blocks`)."""
-    return pack(
-        A,
-        src=src.ctypes.data,
-        src_n=src.size,
-        src_base=src_base,
-        dst=dst.ctypes.data,
-        dst_n=dst.size,
-        dst_base=dst_base,
-        geom=geom.ctypes.data,
-        ndim=geom.shape[1],
-        chunk=chunk,
-    )
-
-
-def _slice_copy(f, src, src_base, dst, dst_base, geom, chunk, nchunks):
-    """Strided copy, chunk by chunk, on the calling thread (large copies run the same
-    pass on numba's threads: :mod:`.blocks`).  ``f``: the address of the chunk copy of
-    the arrays' bit width (:func:`chunk_function`)."""
-    a = np.empty(ARGS, np.int64)
-    a[A.src], a[A.src_n], a[A.src_base] = address(src), src.size, src_base
-    a[A.dst], a[A.dst_n], a[A.dst_base] = address(dst), dst.size, dst_base
-    a[A.geom], a[A.ndim], a[A.chunk] = address(geom), geom.shape[1], chunk
-    for c in range(nchunks):
-        call_pass(f, a, np.int64(c))
-
-
-slice_copy = jit(nogil=True)(_slice_copy)
+slice_copy = _slice_driver(False)
+slice_copy_parallel = _slice_driver(True)

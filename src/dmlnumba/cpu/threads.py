@@ -66,23 +66,22 @@ _pool_shared = False
 
 
 def run_passes(job):
-    """``job(run)``, where ``run(f, args, results)`` runs a pass's blocks
-    (:mod:`dmlnumba.cpu.blocks`) on numba's threads, as many of them as have a core
-    (:func:`threads_free`, where ``CPU_LOAD_CHECK`` asks: once for the whole job,
-    whose passes follow each other); or on this thread where fewer than two have
-    one, or where another thread's parallel region runs and numba's layer may not
-    take two (the same results either way)."""
+    """``job(on_threads)``: a call's kernels on numba's threads (``on_threads`` True),
+    as many of them as have a core (:func:`threads_free`, where ``CPU_LOAD_CHECK``
+    asks: once for the whole job, whose passes follow each other); or on this thread
+    where fewer than two have one, or where another thread's parallel region runs
+    and numba's layer may not take two (the same results either way)."""
     global _pool_shared
     import numba
 
     want = numba.get_num_threads()
     k = threads_free(want) if config.CPU_LOAD_CHECK else want
     if k < 2:
-        return job(serial_pass)
+        return job(False)
     if _pool_shared:
         return _on_threads(k, want, job)
     if not _pool.acquire(blocking=False):
-        return job(serial_pass)
+        return job(False)
     try:
         result = _on_threads(k, want, job)
         try:
@@ -94,39 +93,37 @@ def run_passes(job):
     return result
 
 
-def run_pass(f, args, results, parallel):
+def run_parallel(parallel, serial, key, *args):
+    """``parallel(*args)`` on numba's threads (:func:`run_passes` decides), else
+    ``serial(*args)`` on this thread: one driver body compiled twice."""
+    if_threads = (parallel, key + ("parallel",))
+    return run_passes(lambda on: compiling.run(*(if_threads if on else (serial, key)), *args))
+
+
+def run_pass(f, args, results, on_threads):
     """``results[b] = f(args, b)`` for each block ``b`` (a pass's C function and its
-    argument block), on numba's threads where ``parallel`` (:func:`run_passes`),
-    else on this one."""
-    if parallel:
-        run_passes(lambda run: run(f, args, results))
+    argument block, :mod:`dmlnumba.cpu.blocks`), on numba's threads or this one."""
+    k = process.kernels()
+    if on_threads:
+        compiling.run(k.blocks_parallel, ("blocks", "parallel"), f, args, results)
     else:
-        serial_pass(f, args, results)
-
-
-def serial_pass(f, args, results):
-    """``results[b] = f(args, b)`` for each block ``b``, on this thread."""
-    compiling.run(process.kernels().blocks, ("blocks",), f, args, results)
-
-
-def _parallel_pass(f, args, results):
-    compiling.run(process.kernels().blocks_parallel, ("blocks", "parallel"), f, args, results)
+        compiling.run(k.blocks, ("blocks",), f, args, results)
 
 
 def _on_threads(k, want, job):
-    """``job`` with its passes on ``k`` of numba's threads (this thread's setting, put
-    back after: it was ``want``).  Around the first such job, notes which threads it
+    """``job(True)`` on ``k`` of numba's threads (this thread's setting, put back
+    after: it was ``want``).  Around the first such job, notes which threads it
     started: numba's pool (see :func:`threads_free`)."""
     global _pool_tids
     import numba
 
     before = _task_ids() if _pool_tids is None else None
     if k == want:
-        result = job(_parallel_pass)
+        result = job(True)
     else:
         numba.set_num_threads(k)
         try:
-            result = job(_parallel_pass)
+            result = job(True)
         finally:
             numba.set_num_threads(want)
     if before is not None:
@@ -223,7 +220,7 @@ def _pool_running():
 
 def slice_parallel(size, nchunks):
     """Whether a slice1 copy of ``size`` elements in ``nchunks`` chunks is offered to
-    numba's threads (:func:`run_passes`, which takes as many as have a core):
+    numba's threads (:func:`run_parallel`, which takes as many as have a core):
     where it is large enough to gain from them."""
     return nchunks > 1 and size >= config.CPU_PARALLEL_MIN and threads_ok()
 
