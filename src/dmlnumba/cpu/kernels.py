@@ -30,13 +30,21 @@ and :mod:`.llvm` (prefetch, bit-count and call intrinsics).
 
 from .blocks import blocks, blocks_parallel
 from .nonzero_count import count_function
-from .nonzero_kernels import nonzero, nonzero_positions, nonzero_single
+from .nonzero_kernels import (
+    count_blocks,
+    nonzero,
+    nonzero_positions,
+    nonzero_single,
+    write_blocks,
+)
 from .nonzero_write import dense_function, write_function
 from .slice_kernels import chunk_function, slice_copy, slice_copy_parallel
 
 __all__ = [
     "blocks",
     "blocks_parallel",
+    "count_blocks",
+    "write_blocks",
     "nonzero",
     "nonzero_positions",
     "nonzero_single",

@@ -238,7 +238,9 @@ def argwhere(x):
     """``numpy.argwhere`` of ``x``: its non-zero elements counted block by block, then
     their rows written into the result, of exactly that many rows (the rows a
     worst-case buffer would take are never allocated).  The same passes as
-    :func:`nonzero`'s, in two kernel calls."""
+    :func:`nonzero`'s: on numba's threads through the block drivers, on this thread
+    through drivers of their own (a call's Python steps between the passes weigh on
+    inputs of 64K to 1M elements)."""
     n = x.size
     w = x.ndim
     if n == 0:
@@ -247,25 +249,33 @@ def argwhere(x):
     p = _fresh_rows_block(x, sbase, sstr, w, n)
     k = process.kernels()
     nblocks = int(p[NONZERO_CPU.nblocks])
-    a = pass_args(src, p, src, nblocks + 1)  # (the output's slots set once counted)
-    rows = a[PASS_ARGS:]
-    rows[0] = 0
-    fc = count_pass(k, 8 * src.itemsize, p)
-
-    def job(on_threads):
-        threads.run_pass(fc, a, rows[1:], on_threads)
-        np.cumsum(rows, out=rows)
-        coords = np.empty((int(rows[-1]), w), np.int64)
-        if coords.size:
-            out = coords.reshape(-1).view(np.uint64)
-            a[NONZERO_PASS.out], a[NONZERO_PASS.out_n] = out.ctypes.data, out.size
-            fw = write_pass(k, (8 * src.itemsize, 64), p)
-            threads.run_pass(fw, a, np.empty(nblocks, np.int64), on_threads)
-        return coords
-
+    bits = 8 * src.itemsize
+    fc = count_pass(k, bits, p)
     if nonzero_on_threads(p) and threads_ok():
+        a = pass_args(src, p, src, nblocks + 1)  # (the output's slots set once counted)
+        rows = a[PASS_ARGS:]
+        rows[0] = 0
+
+        def job(on_threads):
+            threads.run_pass(fc, a, rows[1:], on_threads)
+            np.cumsum(rows, out=rows)
+            coords = np.empty((int(rows[-1]), w), np.int64)
+            if coords.size:
+                out = coords.reshape(-1).view(np.uint64)
+                a[NONZERO_PASS.out], a[NONZERO_PASS.out_n] = out.ctypes.data, out.size
+                fw = write_pass(k, (bits, 64), p)
+                threads.run_pass(fw, a, np.empty(nblocks, np.int64), on_threads)
+            return coords
+
         return threads.run_passes(job)
-    return job(False)
+    rows = np.empty(nblocks + 1, np.int64)  # on this thread: the passes' own drivers
+    compiling.run(k.count_blocks, ("argwhere", bits), fc, src, p, rows)
+    coords = np.empty((int(rows[-1]), w), np.int64)
+    if coords.size:
+        out = coords.reshape(-1).view(np.uint64)
+        fw = write_pass(k, (bits, 64), p)
+        compiling.run(k.write_blocks, ("argwhere", bits, 64), fw, src, p, out, rows)
+    return coords
 
 
 def nonzero_stripe(x, shape, origin, width, dtype):

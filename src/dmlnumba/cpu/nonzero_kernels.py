@@ -151,3 +151,29 @@ def _blocks_driver(fc, fw, src, p, out, count):
 
 
 nonzero = jit(nogil=True)(_blocks_driver)
+
+
+def _count_blocks(fc, src, p, rows):
+    """Pass 1 of :func:`_blocks_driver` alone, for argwhere on the calling thread (it
+    allocates its result between the passes): ``rows[b]`` becomes block ``b``'s first
+    output row and ``rows[nblocks]`` the count."""
+    a = _pass_args(src, p, src, 0)  # (no output yet)
+    a[A.rows] = address(rows)  # (an argument: it outlives the calls)
+    nblocks = p[P.nblocks]
+    rows[0] = 0
+    for b in range(nblocks):
+        rows[b + 1] = call_pass(fc, a, np.int64(b))
+    _scan(rows, nblocks)
+
+
+def _write_blocks(fw, src, p, out, rows):
+    """Pass 2 of :func:`_blocks_driver` alone (see :func:`_count_blocks`): each block's
+    rows into ``out``, from ``rows``."""
+    a = _pass_args(src, p, out, 0)
+    a[A.rows] = address(rows)
+    for b in range(p[P.nblocks]):
+        call_pass(fw, a, np.int64(b))
+
+
+count_blocks = jit(nogil=True)(_count_blocks)
+write_blocks = jit(nogil=True)(_write_blocks)
