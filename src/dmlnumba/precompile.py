@@ -21,7 +21,7 @@ CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")]
 #: CPU seconds a group of :data:`CASES` (by operator and coordinate dtype) takes to
 #: compile cold in one process on a 2-core machine: the estimate printed before a
 #: compile starts (docs/PERFORMANCE.md, "Startup and compile time").
-GROUP_SECONDS = {("slice1", None): 2.7, ("nonzero", "uint32"): 5.0, ("nonzero", "uint64"): 7.0}
+GROUP_SECONDS = {("slice1", None): 3.6, ("nonzero", "uint32"): 9.6, ("nonzero", "uint64"): 9.6}
 
 
 def group_seconds(case):
