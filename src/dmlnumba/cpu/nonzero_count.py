@@ -1,5 +1,5 @@
-"""The CPU nonzero count pass, a C function of each bit width (a block's non-zeros
-counted), and the row helpers it shares with the write pass: non-zeros of a row or
+"""The CPU nonzero count pass, a C function of each bit width and layout kind (a
+block's non-zeros counted), and the row helpers it shares with the write pass: non-zeros of a row or
 a range of elements counted, and their positions gathered into a buffer."""
 
 import numpy as np
@@ -166,8 +166,10 @@ def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
 
 def _count_pass(item, contiguous):
     """The count pass (:mod:`.blocks`) over inputs of ``item`` (the unsigned NumPy
-    type of their bit width: a closure constant, so numba's disk cache keeps each bit
-    width's apart), whose arguments are a :data:`~dmlnumba.params.NONZERO_PASS` block:
+    type of their bit width), C-contiguous or not (``contiguous``: the pass of a
+    C-contiguous input compiles no strided loop); both closure constants, pruned
+    before numba types the body, and keyed apart in its disk cache.  Its arguments
+    are a :data:`~dmlnumba.params.NONZERO_PASS` block:
     the non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
     :data:`~dmlnumba.params.NONZERO_CPU` block) over the flat input: elements ``first
     + [b*block, (b+1)*block)`` (clipped to ``first + n``) of the row-major order of
@@ -194,10 +196,11 @@ def _count_pass(item, contiguous):
 
 
 def count_function(bits, contiguous):
-    """The address of the count pass (:func:`_count_pass`) for ``bits``-bit inputs as a
-    C function (made, or loaded from numba's cache), which the drivers call; the
-    target makes it once (``cpu.compiling.c_function_address``).  As a jitted
-    function its code was linked into every driver's, and LLVM optimized and compiled
-    it again for each (docs/PERFORMANCE.md)."""
+    """The address of the count pass (:func:`_count_pass`) for ``bits``-bit inputs,
+    C-contiguous or not (``contiguous``), as a C function (made, or loaded from
+    numba's cache), which the drivers call; the target makes it once
+    (``cpu.compiling.c_function_address``). As a jitted function its code was linked
+    into every driver's, and LLVM optimized and compiled it again for each
+    (docs/PERFORMANCE.md)."""
     i = types.int64
     return c_function(types.int64(types.CPointer(i), i), _count_pass(UINTS[bits], contiguous))

@@ -1,6 +1,7 @@
-"""The CPU nonzero write pass, a C function of its bit widths: coordinates of a
-block's non-zeros, from compacted positions (sparse runs) or from the elements
-directly (dense runs)."""
+"""The CPU nonzero write pass, a C function of its bit widths and layout kind:
+coordinates of a block's non-zeros, from compacted positions (sparse runs) or from
+the elements directly (dense runs: the dense write, a C function of each width
+class, which the write pass calls by address)."""
 
 import numpy as np
 from numba import carray, types
@@ -208,11 +209,11 @@ def dense_function(bits, out_bits, wclass):
 
 def _write_pass(item, out_item, contiguous):
     """The write pass (:mod:`.blocks`) from ``item`` inputs into ``out_item``
-    coordinates (unsigned NumPy types: closure constants, so numba's disk cache keeps
-    each pair apart), its arguments a :data:`~dmlnumba.params.NONZERO_PASS` block:
-    block ``b`` (see :func:`~.nonzero_count._count_pass`) writes its coordinates into
-    rows ``rows[b]`` to ``rows[b + 1]`` (those below the limit), in element order, and
-    returns the row after the last one written.
+    coordinates (unsigned NumPy types), C-contiguous inputs or not (``contiguous``, as
+    :func:`~.nonzero_count._count_pass`'s): closure constants.  Its arguments are a
+    :data:`~dmlnumba.params.NONZERO_PASS` block: block ``b`` writes its coordinates
+    into rows ``rows[b]`` to ``rows[b + 1]`` (those below the limit), in element
+    order, and returns the row after the last one written.
 
     Runs of elements consecutive in memory (the rest of the block where the input is
     C-contiguous, else the rest of a row), ``COMPACT`` elements at a time, are dense
@@ -225,12 +226,8 @@ def _write_pass(item, out_item, contiguous):
 
     def write_pass(ap, b):
         a = carray(ap, ARGS)
-        sp, sn, op, on = (
-            pointer(a[A.src], item),
-            a[A.src_n],
-            pointer(a[A.out], out_item),
-            a[A.out_n],
-        )
+        sp, sn = pointer(a[A.src], item), a[A.src_n]
+        op, on = pointer(a[A.out], out_item), a[A.out_n]
         src, out = carray(sp, sn), carray(op, on)
         p = carray(pointer(a[A.p], np.int64), a[A.p_n])
         rows = carray(pointer(a[A.rows], np.int64), p[P.nblocks] + 1)
@@ -316,9 +313,9 @@ def _write_pass(item, out_item, contiguous):
 
 
 def write_function(bits, out_bits, contiguous):
-    """The address of the write pass (:func:`_write_pass`) for ``bits``-bit inputs and
-    ``out_bits``-bit coordinates as a C function (see
-    :func:`~.nonzero_count.count_function`)."""
+    """The address of the write pass (:func:`_write_pass`) for ``bits``-bit inputs,
+    C-contiguous or not (``contiguous``), and ``out_bits``-bit coordinates as a C
+    function (see :func:`~.nonzero_count.count_function`)."""
     i = types.int64
     body = _write_pass(UINTS[bits], UINTS[out_bits], contiguous)
     return c_function(types.int64(types.CPointer(i), i), body)
