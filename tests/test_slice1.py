@@ -391,7 +391,8 @@ def test_repeated_out_calls_check_overlap_and_writeable(numpy_max, monkeypatch):
 
 def test_repeated_calls_with_lists_read_them_again():
     """Parameters passed as lists are read on every call (only tuples are kept by
-    identity): a list changed between two calls gives the new window."""
+    identity): a list changed between two calls gives the new window; lists and tuples
+    of the same values give the same window."""
     x = np.arange(24, dtype=np.int64).reshape(4, 6)
     offsets, sizes, strides = [0, 0], [4, 6], [1, 1]
     np.testing.assert_array_equal(dmlnumba.slice1(x, offsets, sizes, strides), x)
@@ -399,6 +400,10 @@ def test_repeated_calls_with_lists_read_them_again():
     np.testing.assert_array_equal(dmlnumba.slice1(x, offsets, sizes, strides), x[:, ::-2])
     with pytest.raises(TypeError):
         dmlnumba.slice1(x, (0, 0), (4, 6), (1, 1.0))
+    # The same values split otherwise between the parameters: not the kept call's key.
+    with pytest.raises(ValueError, match="offsets"):
+        dmlnumba.slice1(x, [0], [0, 4, 6], [1, -2])
+    np.testing.assert_array_equal(dmlnumba.slice1(x, (0, 0), [4, 6], (1, -2)), x[:, ::-2])
 
 
 @pytest.mark.parametrize("free", [1, 2, 99])

@@ -115,23 +115,29 @@ def _subclass(tp):
 # ------------------------------------------------------------------ keys
 
 
-def _int_params(*params):
-    """The parameters as a key: each a tuple of Python ints, or None where it is None;
-    None where one is anything but a tuple or list of Python ints (such calls take
-    the full path, which checks them)."""
-    key = []
-    for p in params:
-        if p is not None:
-            tp = type(p)
-            if tp is list:
-                p = tuple(p)
-            elif tp is not tuple:
-                return None
-            for i in p:
-                if type(i) is not int:
-                    return None
-        key.append(p)
-    return tuple(key)
+_SEQUENCES = (list, tuple)
+
+
+def _int_params(a, b, c, d):
+    """The parameters as a key: the lengths of all but the last, and every value in one
+    flat tuple (``d`` may be None: slice1's ``output_sizes``); None where one is
+    anything but a tuple or list of Python ints (such calls take the full path, which
+    checks them).  Lists and tuples of the same values give the same key."""
+    seqs = _SEQUENCES
+    if type(a) not in seqs or type(b) not in seqs or type(c) not in seqs:
+        return None
+    if d is None:
+        lengths: tuple = (len(a), len(b))
+        flat = (*a, *b, *c)
+    elif type(d) in seqs:
+        lengths = (len(a), len(b), len(c))
+        flat = (*a, *b, *c, *d)
+    else:
+        return None
+    for i in flat:
+        if type(i) is not int:
+            return None
+    return lengths, flat
 
 
 def _layout_key(input, device, stream):
@@ -327,7 +333,6 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
         if outs is None:
             return None, None
         layout = (layout,) + outs
-    params = (offsets, sizes, strides, output_sizes)
     id_key: Any = None
     if type(offsets) is tuple and type(sizes) is tuple and type(strides) is tuple:
         if output_sizes is None or type(output_sizes) is tuple:
@@ -335,11 +340,12 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
             run = runners.get(id_key)
             if run is not None:
                 return None, run[0]
-    ints = _int_params(*params)
+    ints = _int_params(offsets, sizes, strides, output_sizes)
     if ints is None:
         return None, None
     value_key = ("slice1", layout, ints)
     run = runners.get(value_key)
+    params = (offsets, sizes, strides, output_sizes)
     if run is not None:
         if id_key is not None:
             runners.put(id_key, (run,) + params)
