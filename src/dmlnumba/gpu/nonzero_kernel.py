@@ -21,8 +21,7 @@ after inlining their loops over a vector's elements unroll into registers and th
 branches on the variant fold away.
 """
 
-from numba import cuda, int64, types, uint32, uint64
-from numba.extending import intrinsic
+from numba import cuda, int64, uint32, uint64
 
 from ..params import MAXD, rows_copier
 from ..params import NONZERO_CUDA as P
@@ -42,28 +41,7 @@ from .policy import (
     SPARSE_OF,
     STAGE_WORDS,
 )
-from .sim import SIM
-from .warp import agent, warp_sum
-
-if SIM:
-
-    def _item_bits(a):
-        """The bits of an item of the simulated array ``a``."""
-        return 8 * a.dtype.itemsize
-
-else:
-
-    @intrinsic
-    def _item_bits(typingctx, ptr):
-        """The bits of an item of the raw pointer ``ptr``: a constant of its type, so
-        that a branch on it folds away in each coordinate width's kernel."""
-        bits = ptr.dtype.bitwidth
-
-        def codegen(context, builder, signature, args):
-            return context.get_constant(types.int64, bits)
-
-        return types.int64(ptr), codegen
-
+from .warp import agent, item_bits, warp_sum
 
 #: Slots of the parameter block, and its copy into shared memory.
 copy_rows = cuda.jit(device=True)(rows_copier(P))
@@ -246,7 +224,7 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         wm = (masks, m0, items, excl + warp_rows[warp], e0, lane)
         limit = p[P.limit]
         # Wide rows of 32-bit coordinates through the ring, whole sectors (policy.RING_FROM).
-        ring = not transposed and staged >= RING_FROM and _item_bits(out) == 32
+        ring = not transposed and staged >= RING_FROM and item_bits(out) == 32
         if staged == 1:
             expand_rows(wm, out, p[P.out_base], p[P.rs], limit, stage, warp * EXPAND_WARP)
         elif expand and not ring and not sparse:

@@ -1,7 +1,7 @@
 """Warp primitives for the CUDA kernels, one interface for the GPU and the simulator.
 
 On a GPU each is the hardware instruction (a vote, a shuffle, a 16-byte load, a
-high-word multiply).
+high-word multiply), or a constant of a pointer's type (its item width).
 Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), which has no warp
 instructions, each is a stand-in through a shared array of its own.  The
 stand-ins synchronize the block, so the kernels call every primitive at a point
@@ -143,11 +143,16 @@ if SIM:
         """Element ``i`` of ``ary`` (one simulated thread's read is whole)."""
         return ary[i]
 
+    def item_bits(a):
+        """The bits of an item of the simulated array ``a``."""
+        return 8 * a.dtype.itemsize
+
 else:
     from llvmlite import ir as _ir
     from numba import types as _types
     from numba.cuda import libdevice as _libdevice
     from numba.cuda.extending import intrinsic as _intrinsic
+    from numba.extending import intrinsic as _generic_intrinsic
 
     @device
     def ballot(flag):
@@ -217,3 +222,14 @@ else:
             return builder.call(load, [ptr])
 
         return sig, codegen
+
+    @_generic_intrinsic
+    def item_bits(typingctx, ptr):
+        """The bits of an item of the raw pointer ``ptr``: a constant of its type, so
+        that a branch on it folds away in each item width's kernel."""
+        bits = ptr.dtype.bitwidth
+
+        def codegen(context, builder, signature, args):
+            return context.get_constant(_types.int64, bits)
+
+        return _types.int64(ptr), codegen
