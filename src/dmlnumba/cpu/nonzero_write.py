@@ -156,29 +156,13 @@ def _dense_writer(wclass):
                 n = min(n_last - c0, m - k)
                 q = np.uint64(p + k * st)
                 one = np.uint64(1)
-                if wclass == 1:
-                    row = _dense_rows(
-                        src, q, ust, mask, n, out, uob, one, one, row, h0, h1, h2, head, c0, r, 1
-                    )
-                elif wclass == 2:
-                    u2 = np.uint64(2)
-                    row = _dense_rows(
-                        src, q, ust, mask, n, out, uob, u2, one, row, h0, h1, h2, head, c0, r, 2
-                    )
-                elif wclass == 3:
-                    u3 = np.uint64(3)
-                    row = _dense_rows(
-                        src, q, ust, mask, n, out, uob, u3, one, row, h0, h1, h2, head, c0, r, 3
-                    )
-                elif wclass == 4:
-                    u4 = np.uint64(4)
-                    row = _dense_rows(
-                        src, q, ust, mask, n, out, uob, u4, one, row, h0, h1, h2, head, c0, r, 4
-                    )
+                if wclass:  # packed rows: the width and both strides constants
+                    wr, wc, w = np.uint64(wclass), one, wclass
                 else:  # any other layout, and widths 0 and 5 to 8
-                    row = _dense_rows(
-                        src, q, ust, mask, n, out, uob, urs, ucs, row, h0, h1, h2, head, c0, r, W
-                    )
+                    wr, wc, w = urs, ucs, W
+                row = _dense_rows(
+                    src, q, ust, mask, n, out, uob, wr, wc, row, h0, h1, h2, head, c0, r, w
+                )
                 k += n
                 c0 += n
                 if c0 < n_last or k >= m or r + 1 >= n_pen:
