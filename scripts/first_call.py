@@ -13,9 +13,9 @@ kernel's own: nested compiles excluded).  The passes compiled as C functions
 time is the rest of the call's.
 
 A case is ``OP:DTYPE:SIZE[:ro]``: OP nonzero, slice1 (a reversed window into a new
-output) or argwhere; SIZE small (1000 elements) or large (2**22), 1-d, or small3d or
-large3d: shaped (10, 10, -1); ro: a read-only input (a broadcast, one dimension
-more).
+output), slice1step (a window stepping by 2 in its last dimension) or argwhere; SIZE
+small (1000 elements) or large (2**22), 1-d, or small3d or large3d: shaped (10, 10,
+-1); ro: a read-only input (a broadcast, one dimension more).
 """
 
 import argparse
@@ -62,8 +62,9 @@ if op == "nonzero":
     dmlnumba.nonzero_coordinates(x)
 elif op == "argwhere":
     dmlnumba.argwhere(x)
-else:
-    idx = (slice(None),) * (x.ndim - 1) + (slice(None, None, -1),)
+else:  # slice1: a reversed window, or (slice1step) a stepped one
+    last = slice(None, None, 2 if op == "slice1step" else -1)
+    idx = (slice(None),) * (x.ndim - 1) + (last,)
     dmlnumba.slice1(x, *dmlnumba.window(x.shape, idx))
 t2 = time.perf_counter()
 c2 = time.process_time()

@@ -10,7 +10,7 @@ import os
 import pytest
 from interpreter import run_python
 
-SCRIPT = """
+COUNTS = """
 import json
 import numpy as np
 import dmlnumba
@@ -26,6 +26,11 @@ def counts():
         out[name + " C"] = out.get(name + " C", 0) + 1
     return out
 
+"""
+
+SCRIPT = (
+    COUNTS
+    + """
 steps = []
 x = (np.arange(1000) % 3).astype(np.float32)
 dmlnumba.nonzero_coordinates(x)
@@ -43,6 +48,7 @@ dmlnumba.nonzero_coordinates(np.broadcast_to(big, (1, big.size)))
 steps.append(counts())
 print(json.dumps(steps))
 """
+)
 
 #: Each step's specialisations so far, per kernel ("C": a pass compiled as a C function
 #: that the drivers call by address; the count and write passes one for C-contiguous
@@ -76,6 +82,41 @@ def test_first_calls_compile_only_their_own_kernels(tmp_path):
     steps = json.loads(r.stdout.strip().splitlines()[-1])
     for i, (got, want) in enumerate(zip(steps, EXPECTED)):
         assert got == want, f"step {i}: {got}"
+
+
+SLICE_SCRIPT = (
+    COUNTS
+    + """
+steps = []
+x = np.arange(1 << 16, dtype=np.float32).reshape(256, 256)
+def call(idx):
+    w = dmlnumba.window(x.shape, idx)
+    assert (dmlnumba.slice1(x, *w, out=np.empty(x[idx].shape, x.dtype)) == x[idx]).all()
+    steps.append(counts())
+call(np.s_[::-1, 3:200])  # contiguous rows
+call(np.s_[:, ::-1])  # reversed rows: the same chunk copy
+call(np.s_[:, ::2])  # stepped rows
+call(np.s_[::3, ::-5])  # other steps: the same again
+print(json.dumps(steps))
+"""
+)
+#: (``_prefetch_row``: the row prefetch, a jitted call of the chunk copies, typed per
+#: row stride it is passed: 1 and -1 in the first, a runtime one in the second.)
+UNIT = {"slice_copy": 1, "_copy_chunk C": 1, "_prefetch_row": 2}
+ANY = {"slice_copy": 1, "_copy_chunk C": 2, "_prefetch_row": 3}
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's compilations"
+)
+def test_slice1_first_calls_compile_their_row_kind(tmp_path):
+    """slice1's chunk copy is compiled per kind of row: a window of contiguous or
+    reversed rows compiles the one for those alone, a stepped window the one for
+    every row (once for all steps)."""
+    r = run_python(SLICE_SCRIPT, env=dict(NUMBA_CACHE_DIR=str(tmp_path)), timeout=900)
+    assert r.returncode == 0, r.stderr
+    steps = json.loads(r.stdout.strip().splitlines()[-1])
+    assert steps == [UNIT, UNIT, ANY, ANY]
 
 
 @pytest.mark.boundscheck

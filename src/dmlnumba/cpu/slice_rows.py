@@ -1,0 +1,257 @@
+"""The loop nests of slice1's CPU chunk copy (:mod:`.slice_kernels`): blocks of rows
+and planes, one nest per kind of row (``memcpy``, plain, reversed, 1-byte
+constant-stride gathers, transposed tiles, strided), with rows prefetched ahead
+where they leave gaps; inlined into the chunk copy."""
+
+import numpy as np
+from numba import config as _nbconfig
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .compiling import jit
+from .indexmath import _inline
+from .llvm import prefetch as _prefetch
+
+#: A cache line, in bytes (the step between software prefetches).
+LINE = 64
+#: Rows prefetched ahead of the one being copied, and the widest source row
+#: (in bytes, first to last element) that is prefetched at all: a wider row
+#: would not stay in cache until its turn.
+PREFETCH_ROWS = 2
+PREFETCH_SPAN = 8192
+#: Rows copied together where a transposed input puts each row's elements on
+#: lines of their own and the next rows' elements on the same lines.
+TILE = 8
+#: Contiguous rows of at least this many bytes are copied by ``memcpy``.
+MEMCPY_BYTES = 256
+#: Contiguous rows of fewer elements than this get a loop of their own in the chunk
+#: copy of unit rows (``short``): LLVM then leaves it scalar, where its vector loop's
+#: checks cost rows of a few elements a quarter more (docs/PERFORMANCE.md).
+SHORT = 16
+
+
+@intrinsic
+def item_bytes(typingctx, arr):
+    """The item size of ``arr`` as a compile-time constant (numba reads
+    ``arr.itemsize`` at run time): branches on it fold away in each bit width's
+    kernel, so that code for one width is compiled only there."""
+    n = arr.dtype.bitwidth // 8
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.int64, n)
+
+    return types.int64(arr), codegen
+
+
+@intrinsic
+def _memcpy(typingctx, dst, d, src, s, n):
+    """``dst[d : d + n] = src[s : s + n]`` by the C library's ``memcpy`` (LLVM's
+    intrinsic of a runtime length): the arrays never overlap here.  For long rows
+    (``MEMCPY_BYTES``): as fast as NumPy's copy where the data comes from memory,
+    and free of the vector loop's stalls where source and destination lie a
+    multiple of 4 KiB apart (docs/PERFORMANCE.md, "Specialised paths")."""
+
+    def codegen(context, builder, signature, args):
+        dty, _, sty, _, _ = signature.args
+        da = context.make_array(dty)(context, builder, args[0])
+        sa = context.make_array(sty)(context, builder, args[2])
+        dp = cgutils.get_item_pointer(context, builder, dty, da, [args[1]], wraparound=False)
+        sp = cgutils.get_item_pointer(context, builder, sty, sa, [args[3]], wraparound=False)
+        width = context.get_constant(types.intp, dty.dtype.bitwidth // 8)
+        cgutils.raw_memcpy(builder, dp, sp, args[4], width)
+        return context.get_dummy_value()
+
+    return types.void(dst, d, src, s, n), codegen
+
+
+if getattr(_nbconfig, "DISABLE_JIT", 0):  # plain Python: an intrinsic cannot be called
+
+    def item_bytes(arr):  # type: ignore[misc]  # a plain function in the intrinsic's place
+        return arr.itemsize
+
+    def _memcpy(dst, d, src, s, n):  # type: ignore[misc]
+        dst[d : d + n] = src[s : s + n]
+
+
+@jit
+def _prefetch_row(src, p, st, n, line):
+    """Prefetch the cache lines of ``src[p], src[p + st], ..., src[p + (n-1)*st]``
+    (``st != 0``) when they span at most ``PREFETCH_SPAN`` bytes; ``line``: the
+    elements of a cache line.
+
+    No division: it runs once a row, and ``LINE // itemsize`` (numba reads the
+    itemsize at run time) and a ``range`` with a runtime step (its trip count)
+    divide, and a division a row weighs on strided copies of short rows
+    (docs/PERFORMANCE.md).  One exit, like ``next_row``."""
+    w: int = item_bytes(src)
+    step = st if st > 0 else -st
+    lo = p if st > 0 else p + (n - 1) * st
+    span = (n - 1) * step
+    if (span + 1) * w <= PREFETCH_SPAN:
+        if step >= line:  # every element on a line of its own
+            q = lo
+            for _ in range(n):
+                _prefetch(src, q)
+                q += step
+        else:  # every line between the ends holds an element
+            q = lo
+            while q <= lo + span:
+                _prefetch(src, q)
+                q += line
+            _prefetch(src, lo + span)
+
+
+@_inline
+def block(c, r, coords, ndim, row, nr, npl, plane, remaining, pf):
+    """The next block from the odometer's column ``c`` and row ``r``: ``(n, nrows,
+    nplanes, on, planes)``, ``nplanes`` planes of ``nrows`` rows of ``n`` elements:
+    a partial row, whole rows up to the end of their plane, or (``planes``) whole
+    planes up to the end of the third-to-last dimension; ``on``: prefetch rows
+    (``pf``, never for a partial row)."""
+    if c > 0 or remaining < row:  # a partial row
+        return min(row - c, remaining), 1, 1, False, False
+    if ndim > 2 and r == 0 and remaining >= plane:  # whole planes
+        return row, nr, min(npl - coords[ndim - 3], remaining // plane), pf, True
+    return row, min(nr - r, remaining // row), 1, pf, False  # whole rows
+
+
+@_inline
+def copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line, short):
+    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` for ``ss`` 1 or
+    -1 (contiguous or reversed rows into contiguous rows); ``on``: prefetch the row
+    ``PREFETCH_ROWS`` ahead in the plane (:func:`_prefetch_row`, a call: inlined
+    into each loop nest it multiplied the compile time).
+
+    One loop nest per kind of row, the kind decided once a block, so that short rows
+    cost a few instructions each. Positions are never negative and are unsigned,
+    which tells numba so (no negative-index handling in the loops): LLVM vectorizes
+    the plain and the reversed copy. Long contiguous rows go to ``memcpy``; with
+    ``short`` (a constant: the chunk copy of unit rows alone), rows of fewer than
+    ``SHORT`` elements to a loop that LLVM leaves scalar. Each loop passes its row
+    stride to the prefetch as a constant, as the branch it sits in knows it."""
+    u = np.uint64
+    if ss == 1 and n * item_bytes(src) >= MEMCPY_BYTES:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
+                _memcpy(dst, b, src, a, n)
+                a += rs
+                b += rd
+    elif short and ss == 1 and n < SHORT:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + k)]
+                a += rs
+                b += rd
+    elif ss == 1:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + k)]
+                a += rs
+                b += rd
+    else:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, -1, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a - k)]
+                a += rs
+                b += rd
+
+
+@_inline
+def copy_strided_rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles):
+    """The block ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]`` for
+    the other strides (see :func:`copy_unit_rows`): the runtime-stride gather runs
+    scalar, which beats a vector gather for items of 2 bytes and more; items of 1
+    byte gather by constant strides 2, 3 and 4 (vectorized, faster than the scalar
+    loop), loops that fold away in the other widths' kernels; ``tiles``: rows whose
+    every element lies on a cache line of its own, with the next rows' elements on
+    the same lines (a transposed input), are copied ``TILE`` rows at a time, column
+    by column, so that each line read serves them all before it leaves the cache."""
+    u = np.uint64
+    w: int = item_bytes(src)
+    if w == 1 and ds == 1 and ss == 2:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 2 * k)]
+                a += rs
+                b += rd
+    elif w == 1 and ds == 1 and ss == 3:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 3 * k)]
+                a += rs
+                b += rd
+    elif w == 1 and ds == 1 and ss == 4:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 4 * k)]
+                a += rs
+                b += rd
+    elif ds == 1 and tiles:
+        for q in range(nplanes):
+            a0 = s + q * ps
+            b0 = d + q * pd
+            for i0 in range(0, nrows, TILE):
+                m = min(TILE, nrows - i0)
+                a = a0 + i0 * rs
+                b = b0 + i0 * rd
+                for k in range(n):
+                    for i in range(m):
+                        dst[u(b + i * rd + k)] = src[u(a + i * rs)]
+                    a += ss
+    elif ds == 1:  # other strides (steps, broadcast sources) into contiguous rows
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + k * ss)]
+                a += rs
+                b += rd
+    else:  # outputs with gaps or reversed rows (out= arrays)
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k * ds)] = src[u(a + k * ss)]
+                a += rs
+                b += rd
