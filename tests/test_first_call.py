@@ -51,13 +51,14 @@ print(json.dumps(steps))
 )
 
 #: Each step's specialisations so far, per kernel ("C": a pass compiled as a C function
-#: that the drivers call by address; the count and write passes one for C-contiguous
-#: inputs and one for strided ones, the dense write one of each width class:
+#: that the drivers call by address; the count pass one for C-contiguous inputs and one
+#: for the others, the write pass one for each layout kind (C-contiguous, rows of
+#: consecutive elements, stepped rows), the dense write one of each width class:
 #: docs/PERFORMANCE.md).
 ONE_COLUMN = {"_positions_driver": 1, "_positions": 1}
 ONE_BLOCK = {**ONE_COLUMN, "_single_driver": 1, "write_pass C": 1, "_write_dense C": 1}
-CONTIGUOUS = {**ONE_BLOCK, "write_pass C": 2}
-WIDTH_16 = {**CONTIGUOUS, "_single_driver": 2, "write_pass C": 3, "_write_dense C": 2}
+CONTIGUOUS = {**ONE_BLOCK, "write_pass C": 3}
+WIDTH_16 = {**CONTIGUOUS, "_single_driver": 2, "write_pass C": 4, "_write_dense C": 2}
 PARALLEL = {**WIDTH_16, "blocks parallel": 1, "count_pass C": 1, "_write_dense C": 3}
 EXPECTED = [ONE_COLUMN, ONE_BLOCK, CONTIGUOUS, WIDTH_16, PARALLEL]
 
@@ -67,12 +68,12 @@ EXPECTED = [ONE_COLUMN, ONE_BLOCK, CONTIGUOUS, WIDTH_16, PARALLEL]
 )
 def test_first_calls_compile_only_their_own_kernels(tmp_path):
     """A 1-d input compiles the positions pass alone; one block of rows (a read-only
-    broadcast: strided) the single-block write, the write pass for strided inputs
-    (not the count pass) and the dense write of its width; the same rows C-contiguous
-    the write pass for those, another strided layout nothing more; a new bit width its
-    own kernels once; a large input the block driver on numba's threads (shared by
-    every pass), the count pass and its width's dense write, reusing the write
-    pass."""
+    broadcast: rows of consecutive elements) the single-block write, the write pass
+    for such rows (not the count pass) and the dense write of its width; the same
+    rows C-contiguous the write pass for those, and reversed rows the one for stepped
+    rows; a new bit width its own kernels once; a large input the block driver on
+    numba's threads (shared by every pass), the count pass and its width's dense
+    write, reusing the write pass."""
     r = run_python(
         SCRIPT,
         env=dict(NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20)),
@@ -140,3 +141,51 @@ def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
     notes = [r for r in caplog.records if "test-kernel/1" in r.getMessage()]
     assert len(notes) == 1 and "python -m dmlnumba compile" in notes[0].getMessage()
     assert calls == [(1, 2), (3, 4)]
+
+
+#: Calls of every kind the compile command's float32 groups cover (slice1; nonzero into
+#: 32-bit coordinates): layouts, row widths, cut-short outputs, parallel sizes.
+COVERED = """
+import numpy as np
+import dmlnumba
+from dmlnumba import config
+
+big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
+for n in (4096, big):
+    x = (np.arange(n) % 3).astype(np.float32)
+    r = x.reshape(-1, 4)
+    for y in (x, x[::-1], x[::3], r, r[::-1], r[:, ::2], x.reshape(16, -1).T,
+              x.reshape(-1, 2, 2), x.reshape(-1, 8, 2)[:, 1:], x.reshape(2, 2, 2, -1),
+              x.reshape(-1, 1, 2, 2, 2)):
+        dmlnumba.nonzero_coordinates(y)
+        dmlnumba.nonzero_coordinates(y, max_count=3)
+    for idx in (np.s_[::-1], np.s_[::2], np.s_[5:-3]):
+        w = dmlnumba.window(x.shape, (idx,))
+        dmlnumba.slice1(x, *w)
+    m = x.reshape(-1, 16)
+    for idx in (np.s_[::-1, 3:], np.s_[:, ::-2], np.s_[1::2, ::5]):
+        w = dmlnumba.window(m.shape, idx)
+        dmlnumba.slice1(m, *w)
+        dmlnumba.slice1(m, *w, out=np.empty(m[idx].shape, np.float32).T.copy().T)
+print("done")
+"""
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's cache files")
+def test_the_compile_command_covers_every_kernel_a_call_takes(tmp_path):
+    """After the compile command's slice1 and nonzero float32 groups (README: "compile
+    every CPU kernel ahead of time"), calls of every layout kind, row width and size
+    write nothing to numba's cache: nothing of theirs compiles."""
+    env = dict(NUMBA_CACHE_DIR=str(tmp_path))
+    groups = "[('slice1', 'float32', None), ('nonzero', 'float32', 'uint32')]"
+    r = run_python(
+        f"from dmlnumba import precompile\nfor g in {groups}: precompile.compile_group(*g)",
+        env=env,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stderr
+    before = {str(p) for p in tmp_path.rglob("*")}
+    r = run_python(COVERED, env=env, timeout=900)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    assert "compiling" not in r.stderr, r.stderr
+    assert {str(p) for p in tmp_path.rglob("*")} == before

@@ -55,9 +55,11 @@ def compile_group(op, t, c):
         dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
         for shape in ((-1, 2, 1), (-1, 1, 1, 1), (1, 1, 1, 1, -1)):  # the dense writes of
             dmlnumba.nonzero_coordinates(x.reshape(shape), dtype=c)  # 3, 4 and 5 columns
-        # A strided input: the count and write passes of strided inputs.
-        dmlnumba.nonzero_coordinates(x[::-1], dtype=c)
-        dmlnumba.nonzero_coordinates(x[::-1], dtype=c, max_count=1)
+        # Strided inputs: the count pass of strided inputs, and the write passes of
+        # stepped rows and of rows of consecutive elements.
+        for y in (x[::-1], x.reshape(-1, 2)[::-1]):
+            dmlnumba.nonzero_coordinates(y, dtype=c)
+            dmlnumba.nonzero_coordinates(y, dtype=c, max_count=1)
         if c == "uint64":
             # argwhere past its worst-case buffer: the passes into int64 rows (serial
             # below CPU_PARALLEL_MIN elements, parallel from it).

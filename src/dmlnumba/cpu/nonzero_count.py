@@ -1,6 +1,6 @@
-"""The CPU nonzero count pass, a C function of each bit width and layout kind (a
-block's non-zeros counted), and the row helpers it shares with the write pass: non-zeros of a row or
-a range of elements counted, and their positions gathered into a buffer."""
+"""The CPU nonzero count pass, a C function of each bit width and layout (a block's
+non-zeros counted), and the row helpers it shares with the write pass: non-zeros of
+a row or a range of elements counted, and their positions gathered into a buffer."""
 
 import numpy as np
 from numba import carray, types
@@ -133,17 +133,6 @@ def _compact_strided(src, p, st, n, mask, buf):
         buf[c] = k
         c += is_nonzero(src[up + np.uint64(k) * ust], mask)
     return c
-
-
-@_inline
-def _compact_row(src, p, st, n, mask, buf):
-    """The positions of the non-zero elements among ``src[p], src[p + st], ...``
-    (``n`` of them) into ``buf``; return how many (see :func:`_count_row`).  The
-    contiguous loop has a helper of its own: faster on sparse rows than the strided
-    one with ``st == 1``."""
-    if st == 1:
-        return _compact_contiguous(src, p, n, mask, buf)
-    return _compact_strided(src, p, st, n, mask, buf)
 
 
 @_inline

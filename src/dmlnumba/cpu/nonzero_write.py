@@ -24,9 +24,9 @@ from .nonzero_count import (
     ARGS,
     COMPACT,
     _compact_contiguous,
-    _compact_row,
+    _compact_strided,
     _count_contiguous,
-    _count_row,
+    _count_strided,
 )
 
 #: Compacted runs of at least ``DENSE_MIN`` elements, at least one in ``DENSE_OF`` of
@@ -191,10 +191,12 @@ def dense_function(bits, out_bits, wclass):
     return c_function(sig, _dense_writer(wclass))
 
 
-def _write_pass(item, out_item, contiguous):
+def _write_pass(item, out_item, kind):
     """The write pass (:mod:`.blocks`) from ``item`` inputs into ``out_item``
-    coordinates (unsigned NumPy types), C-contiguous inputs or not (``contiguous``, as
-    :func:`~.nonzero_count._count_pass`'s): closure constants.  Its arguments are a
+    coordinates (unsigned NumPy types), inputs of layout ``kind``
+    (:func:`~.nonzero_launch.layout_kind`: the pass compiles the loops of its kind
+    alone): closure constants, pruned before numba types the body, and keyed apart in
+    its disk cache.  Its arguments are a
     :data:`~dmlnumba.params.NONZERO_PASS` block: block ``b`` writes its coordinates
     into rows ``rows[b]`` to ``rows[b + 1]`` (those below the limit), in element
     order, and returns the row after the last one written.
@@ -207,6 +209,8 @@ def _write_pass(item, out_item, contiguous):
     found without branches) and written from the positions (:func:`_write_sparse`).
     A run after a dense one is counted first, which costs less than compacting and
     is all a dense run needs; a run after a sparse one is compacted at once."""
+
+    contiguous, unit = kind == "contiguous", kind != "strided"
 
     def write_pass(ap, b):
         a = carray(ap, ARGS)
@@ -254,19 +258,19 @@ def _write_pass(item, out_item, contiguous):
             if guess_dense and m >= DENSE_MIN:
                 # Likely dense: count first (a vectorized loop, faster than compacting)
                 # and, where the run is dense and fits, find its end.
-                if contiguous:
+                if unit:
                     c = _count_contiguous(src, at, m, mask)
                 else:
-                    c = _count_row(src, at, st, m, mask)
+                    c = _count_strided(src, at, st, m, mask)
                 if c * DENSE_OF >= m and c <= room:
                     e = m
                     while not is_nonzero(src[at + (e - 1) * st], mask):
                         e -= 1
             if e == 0 and c != 0:
-                if contiguous:
+                if unit:
                     c = min(_compact_contiguous(src, at, m, mask, buf), room)
                 else:
-                    c = min(_compact_row(src, at, st, m, mask, buf), room)
+                    c = min(_compact_strided(src, at, st, m, mask, buf), room)
                 if c > 0 and c * DENSE_OF >= m and m >= DENSE_MIN:
                     e = buf[c - 1] + 1  # up to the c-th non-zero: the run ends on its row
             guess_dense = c * DENSE_OF >= m
@@ -296,10 +300,10 @@ def _write_pass(item, out_item, contiguous):
     return write_pass
 
 
-def write_function(bits, out_bits, contiguous):
-    """The address of the write pass (:func:`_write_pass`) for ``bits``-bit inputs,
-    C-contiguous or not (``contiguous``), and ``out_bits``-bit coordinates as a C
-    function (see :func:`~.nonzero_count.count_function`)."""
+def write_function(bits, out_bits, kind):
+    """The address of the write pass (:func:`_write_pass`) for ``bits``-bit inputs of
+    layout ``kind`` (:func:`~.nonzero_launch.layout_kind`) and ``out_bits``-bit
+    coordinates as a C function (see :func:`~.nonzero_count.count_function`)."""
     i = types.int64
-    body = _write_pass(UINTS[bits], UINTS[out_bits], contiguous)
+    body = _write_pass(UINTS[bits], UINTS[out_bits], kind)
     return c_function(types.int64(types.CPointer(i), i), body)
