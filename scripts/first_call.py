@@ -12,10 +12,11 @@ kernel's own: nested compiles excluded).  The passes compiled as C functions
 (``numba.cfunc``) are counted apart: numba's events leave them out, so their compile
 time is the rest of the call's.
 
-A case is ``OP:DTYPE:SIZE[:ro]``: OP nonzero, slice1 (a reversed window into a new
+A case is ``OP:DTYPE:SIZE[:ro|:step]``: OP nonzero, slice1 (a reversed window into a new
 output), slice1step (a window stepping by 2 in its last dimension) or argwhere; SIZE
 small (1000 elements) or large (2**22), 1-d, or small3d or large3d: shaped (10, 10,
--1); ro: a read-only input (a broadcast, one dimension more).
+-1); ro: a read-only input (a broadcast, one dimension more); step: every other
+element of twice the elements, from the last (a strided input).
 """
 
 import argparse
@@ -51,7 +52,9 @@ class Rec(event.Listener):  # numba's RecordingListener, with CPU time
         self.buffer.append((time.process_time(), ev))
 rec = Rec()
 event.register("numba:compile", rec)
-x = (np.arange(n) % 3).astype(dtype)
+x = (np.arange(2 * n if ro == "step" else n) % 3).astype(dtype)
+if ro == "step":  # every other element, from the last
+    x = x[::-2]
 if size.endswith("3d"):
     x = x.reshape(10, 10, -1)
 if ro == "ro":

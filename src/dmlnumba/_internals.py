@@ -22,7 +22,7 @@ versions it is tested against (``tests/test_import.py`` checks the installed one
   :func:`dmlnumba.interop.torch_written`); ``torch._is_functional_tensor``,
   ``torch._C._are_functorch_transforms_active`` and
   ``torch._C._functorch.is_functorch_wrapped_tensor`` (which tensors hold no data
-  of their own, see :func:`dmlnumba.keys.traced` and
+  of their own, see :func:`dmlnumba.traced.traced` and
   :func:`dmlnumba.torch_ops._func_wrapped`).
 - torch.compile: ``_dynamo_marked_constant`` on :func:`dmlnumba.prepare.torch_ops_ready`
   (what ``torch.compiler.assume_constant_result`` sets, set without importing

@@ -23,6 +23,7 @@ import numpy as np
 from . import config
 from .arrays import current_cupy_device, library
 from .caches import Bounded
+from .traced import traced
 
 #: Runners by key: slice1's id keys hold ``(runner, offsets, sizes, strides,
 #: output_sizes)`` (see :func:`_slice1_id_key`), every other key the runner.
@@ -36,80 +37,6 @@ _modules = sys.modules
 TRACED = "traced"  # a string, whose identity torch.compile's tracing keeps (a tuple's not)
 #: The prepare step's ``key`` where no key function was asked (an adapter's call).
 UNASKED = "unasked"
-
-
-# ------------------------------------------------------------------ traced calls
-# (asked first: a traced call keeps no runner, and runs on dmlnumba.torch_ops)
-
-
-def traced(input, *outs, grad=False):
-    """Whether this call goes through the registered PyTorch operators (see
-    :mod:`dmlnumba.torch_ops`): when torch.compile or torch.export traces it (the
-    tracer records one node per call), or when the input or an output is a PyTorch
-    tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
-    must never read or write through DLPack or a data pointer; for a differentiable
-    operator (``grad``: slice1, slice_grad), also when autograd records the call (an
-    input that requires grad, in grad mode).  Cheap where PyTorch is not loaded, and
-    for a NumPy input with no other output to ask about."""
-    torch = _modules.get("torch")
-    if torch is None:
-        return False
-    if torch.compiler.is_compiling():
-        return True
-    if not outs and type(input) is _ndarray:  # the common call: nothing more to ask
-        return False
-    Tensor = torch.Tensor
-    if grad and isinstance(input, Tensor) and input.requires_grad and torch.is_grad_enabled():
-        return True
-    if type(input) is Tensor:  # the common case, asked here (a call less)
-        if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
-            return True
-    elif isinstance(input, Tensor) and _wrapper(input, Tensor):
-        return True
-    for o in outs:
-        if o is None:
-            continue
-        if type(o) is Tensor:
-            if _functional(o) or (_transforms_active() and _functorch_wrapped(o)):
-                return True
-        elif isinstance(o, Tensor) and _wrapper(o, Tensor):
-            return True
-    return False
-
-
-def _wrapper(t, Tensor):
-    """Whether the tensor ``t`` wraps others: FakeTensor, FunctionalTensor and other
-    ``torch._subclasses``; functional tensors; torch.func's batched and grad
-    wrappers (asked only while a torch.func transform runs: the global question is
-    the cheaper one).  ``torch.nn.Parameter`` and plain subclasses are read."""
-    tp = type(t)
-    if tp is not Tensor and _subclass(tp):
-        return True
-    return _functional(t) or (_transforms_active() and _functorch_wrapped(t))
-
-
-def _first_functional(t):
-    """``_functional``'s first call: PyTorch's own checks looked up (PyTorch is
-    loaded: ``t`` is a tensor), then asked.  Callers ask ``_functional`` first."""
-    global _functional, _transforms_active, _functorch_wrapped
-    C = _modules["torch"]._C
-    _functional = _modules["torch"]._is_functional_tensor
-    _transforms_active = C._are_functorch_transforms_active
-    _functorch_wrapped = C._functorch.is_functorch_wrapped_tensor
-    return _functional(t)
-
-
-# PyTorch's own checks (no test for None on every call: the first call looks them up).
-_functional: Any = _first_functional
-_transforms_active: Any = None
-_functorch_wrapped: Any = None
-
-
-def _subclass(tp):
-    """A tensor subclass the eager path cannot read (FakeTensor, FunctionalTensor,
-    wrapper subclasses); ``torch.nn.Parameter`` and plain subclasses are read."""
-    torch = _modules["torch"]
-    return tp is not torch.nn.Parameter and "_subclasses" in (tp.__module__ or "")
 
 
 # ------------------------------------------------------------------ keys

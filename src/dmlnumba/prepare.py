@@ -2,7 +2,7 @@
 :class:`~dmlnumba.target.Call` whose ``target`` runs it.
 
 - a call that PyTorch traces (torch.compile, torch.export) or that holds a wrapper
-  tensor (:func:`~dmlnumba.keys.traced`) runs on the registered operators,
+  tensor (:func:`~dmlnumba.traced.traced`) runs on the registered operators,
   :mod:`dmlnumba.torch_ops`;
 - lists, tuples and scalars are read as ``numpy.asarray`` reads them
   (nonzero_coordinates, argwhere); a 0-d argwhere input is read as shape (1,) and
@@ -28,6 +28,7 @@ from . import validation as v
 from .arrays import _libraries, is_cuda_array, library
 from .keys import TRACED, UNASKED
 from .target import Call, Runs
+from .traced import traced
 
 _INT64 = np.dtype(np.int64)
 
@@ -156,7 +157,7 @@ def nonzero(
     outs = (out_count, out_coordinates)
     if key is UNASKED:
         key = keys.nonzero(f, input, width, dtype, max_count, device, stream, *outs)[0]
-    if key is TRACED or (given and keys.traced(input, out_count, out_coordinates)):
+    if key is TRACED or (given and traced(input, out_count, out_coordinates)):
         args = (width, dtype, max_count, out_count, out_coordinates, device, stream)
         return Call(f, input, "torch", adapter("torch"), args=args)
     if isinstance(input, (list, tuple)):  # read as numpy.asarray reads it, as argwhere does

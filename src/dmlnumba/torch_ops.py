@@ -3,7 +3,7 @@
 Importing this module imports PyTorch and registers them, once.  ``dmlnumba``
 imports it only when a call is traced by ``torch.compile`` or ``torch.export``,
 or gets a tensor whose own storage is no data (a FakeTensor, a functional tensor,
-a ``torch.func`` transform's wrapper; see :func:`dmlnumba.keys.traced`): such a
+a ``torch.func`` transform's wrapper; see :func:`dmlnumba.traced.traced`): such a
 call becomes one node of the graph, with static output shapes, so that
 ``fullgraph=True`` and ``mode="reduce-overhead"`` (CUDA graphs) work.  Eager calls
 do not go through these operators (they cost tens of microseconds of dispatch);
@@ -160,7 +160,7 @@ def _(input):
     return input.new_empty((rows, input.dim()), dtype=torch.int64)
 
 
-# The API's calls routed here (see dmlnumba.keys.traced).
+# The API's calls routed here (see dmlnumba.traced.traced).
 
 
 def _tensors(*args):
