@@ -25,10 +25,6 @@ PREFETCH_SPAN = 8192
 TILE = 8
 #: Contiguous rows of at least this many bytes are copied by ``memcpy``.
 MEMCPY_BYTES = 256
-#: Contiguous rows of fewer elements than this get a loop of their own in the chunk
-#: copy of unit rows (``short``): LLVM then leaves it scalar, where its vector loop's
-#: checks cost rows of a few elements a quarter more (docs/PERFORMANCE.md).
-SHORT = 16
 
 
 @intrinsic
@@ -117,19 +113,18 @@ def block(c, r, coords, ndim, row, nr, npl, plane, remaining, pf):
 
 
 @_inline
-def copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line, short):
-    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` for ``ss`` 1 or
-    -1 (contiguous or reversed rows into contiguous rows); ``on``: prefetch the row
-    ``PREFETCH_ROWS`` ahead in the plane (:func:`_prefetch_row`, a call: inlined
-    into each loop nest it multiplied the compile time).
+def copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line):
+    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` for
+    ``ss`` 1 or -1 (contiguous or reversed rows into contiguous rows); ``on``:
+    prefetch the row ``PREFETCH_ROWS`` ahead in the plane (:func:`_prefetch_row`, a
+    call: inlined into each loop nest it multiplied the compile time).
 
-    One loop nest per kind of row, the kind decided once a block, so that short rows
-    cost a few instructions each. Positions are never negative and are unsigned,
-    which tells numba so (no negative-index handling in the loops): LLVM vectorizes
-    the plain and the reversed copy. Long contiguous rows go to ``memcpy``; with
-    ``short`` (a constant: the chunk copy of unit rows alone), rows of fewer than
-    ``SHORT`` elements to a loop that LLVM leaves scalar. Each loop passes its row
-    stride to the prefetch as a constant, as the branch it sits in knows it."""
+    One loop nest per kind of row, the kind decided once a block, so that short
+    rows cost a few instructions each.  Positions are never negative and are
+    unsigned, which tells numba so (no negative-index handling in the loops): LLVM
+    vectorizes the plain and the reversed copy.  Long contiguous rows go to
+    ``memcpy``.  Each loop passes its row stride to the prefetch as a constant, as the
+    branch it sits in knows it."""
     u = np.uint64
     if ss == 1 and n * item_bytes(src) >= MEMCPY_BYTES:
         for q in range(nplanes):
@@ -139,17 +134,6 @@ def copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, li
                 if on and i + PREFETCH_ROWS < nrows:
                     _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
                 _memcpy(dst, b, src, a, n)
-                a += rs
-                b += rd
-    elif short and ss == 1 and n < SHORT:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + k)]
                 a += rs
                 b += rd
     elif ss == 1:
