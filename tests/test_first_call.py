@@ -85,41 +85,6 @@ def test_first_calls_compile_only_their_own_kernels(tmp_path):
         assert got == want, f"step {i}: {got}"
 
 
-SLICE_SCRIPT = (
-    COUNTS
-    + """
-steps = []
-x = np.arange(1 << 16, dtype=np.float32).reshape(256, 256)
-def call(idx):
-    w = dmlnumba.window(x.shape, idx)
-    assert (dmlnumba.slice1(x, *w, out=np.empty(x[idx].shape, x.dtype)) == x[idx]).all()
-    steps.append(counts())
-call(np.s_[::-1, 3:200])  # contiguous rows
-call(np.s_[:, ::-1])  # reversed rows: the same chunk copy
-call(np.s_[:, ::2])  # stepped rows
-call(np.s_[::3, ::-5])  # other steps: the same again
-print(json.dumps(steps))
-"""
-)
-#: (``_prefetch_row``: the row prefetch, a jitted call of the chunk copies, typed per
-#: row stride it is passed: 1 and -1 in the first, a runtime one in the second.)
-UNIT = {"slice_copy": 1, "_copy_chunk C": 1, "_prefetch_row": 2}
-ANY = {"slice_copy": 1, "_copy_chunk C": 2, "_prefetch_row": 3}
-
-
-@pytest.mark.skipif(
-    os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's compilations"
-)
-def test_slice1_first_calls_compile_their_row_kind(tmp_path):
-    """slice1's chunk copy is compiled per kind of row: a window of contiguous or
-    reversed rows compiles the one for those alone, a stepped window the one for
-    every row (once for all steps)."""
-    r = run_python(SLICE_SCRIPT, env=dict(NUMBA_CACHE_DIR=str(tmp_path)), timeout=900)
-    assert r.returncode == 0, r.stderr
-    steps = json.loads(r.stdout.strip().splitlines()[-1])
-    assert steps == [UNIT, UNIT, ANY, ANY]
-
-
 @pytest.mark.boundscheck
 def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
     import logging
@@ -146,11 +111,15 @@ def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
 #: Calls of every kind the compile command's float32 groups cover (slice1; nonzero into
 #: 32-bit coordinates): layouts, row widths, cut-short outputs, parallel sizes.
 COVERED = """
+import contextlib, sys
 import numpy as np
 import dmlnumba
 from dmlnumba import config
+from dmlnumba.cpu import threads
 
 big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
+way = threads.one_thread() if sys.argv[1] == "one_thread" else contextlib.nullcontext()
+way.__enter__()
 for n in (4096, big):
     x = (np.arange(n) % 3).astype(np.float32)
     r = x.reshape(-1, 4)
@@ -175,7 +144,9 @@ print("done")
 def test_the_compile_command_covers_every_kernel_a_call_takes(tmp_path):
     """After the compile command's slice1 and nonzero float32 groups (README: "compile
     every CPU kernel ahead of time"), calls of every layout kind, row width and size
-    write nothing to numba's cache: nothing of theirs compiles."""
+    write nothing to numba's cache: nothing of theirs compiles.  In each way a large
+    call may run: on numba's threads (the load check off), on the calling thread where
+    numba may take one thread, or where the process takes none (a dask task's)."""
     env = dict(NUMBA_CACHE_DIR=str(tmp_path))
     groups = "[('slice1', 'float32', None), ('nonzero', 'float32', 'uint32')]"
     r = run_python(
@@ -185,7 +156,13 @@ def test_the_compile_command_covers_every_kernel_a_call_takes(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     before = {str(p) for p in tmp_path.rglob("*")}
-    r = run_python(COVERED, env=env, timeout=900)
-    assert r.returncode == 0 and "done" in r.stdout, r.stderr
-    assert "compiling" not in r.stderr, r.stderr
-    assert {str(p) for p in tmp_path.rglob("*")} == before
+    ways = [
+        ({"DMLNUMBA_CPU_LOAD_CHECK": "0"}, "threads"),
+        ({"NUMBA_NUM_THREADS": "1"}, "this thread"),
+        ({}, "one_thread"),
+    ]
+    for extra, way in ways:
+        r = run_python(COVERED, env={**env, **extra}, args=(way,), timeout=900)
+        assert r.returncode == 0 and "done" in r.stdout, r.stderr
+        assert "compiling" not in r.stderr, (way, r.stderr)
+        assert {str(p) for p in tmp_path.rglob("*")} == before, way

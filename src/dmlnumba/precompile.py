@@ -21,7 +21,7 @@ CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")]
 #: CPU seconds a group of :data:`CASES` (by operator and coordinate dtype) takes to
 #: compile cold in one process on a 2-core machine: the estimate printed before a
 #: compile starts (docs/PERFORMANCE.md, "Startup and compile time").
-GROUP_SECONDS = {("slice1", None): 5.5, ("nonzero", "uint32"): 9.6, ("nonzero", "uint64"): 9.6}
+GROUP_SECONDS = {("slice1", None): 3.6, ("nonzero", "uint32"): 9.6, ("nonzero", "uint64"): 9.6}
 
 
 def group_seconds(case):
@@ -30,43 +30,79 @@ def group_seconds(case):
 
 def compile_group(op, t, c):
     """The calls that compile one group of CPU kernels (``python -m dmlnumba compile``
-    runs each group in a process of its own): ``op`` on ``t`` inputs (and
-    ``c`` coordinates), one thread and all threads, and each of nonzero's serial
-    drivers (the positions pass, the single-block write, the blocks).  Returns the
-    CPU seconds taken."""
+    runs each group in a process of its own): ``op`` on ``t`` inputs (and ``c``
+    coordinates) of a few elements and of many, each in every way a call may run
+    (:func:`_ways`), and each of nonzero's serial drivers (the positions pass, the
+    single-block write, the blocks).  Returns the CPU seconds taken."""
     import logging
 
     from . import config
-    from .cpu.nonzero import ARGWHERE_BUFFER_MAX
 
     logging.getLogger("dmlnumba").setLevel(logging.ERROR)  # the bar says what is compiling
     t0 = time.process_time()
     big = max(config.CPU_PARALLEL_MIN, 2 * config.CPU_NONZERO_BLOCK, 2 * config.CPU_SLICE_CHUNK)
     for n in (4, big):
         x = np.ones(n, t)
-        if op == "slice1":
-            # Into out=: the kernel, also for windows that a new output would copy
-            # with NumPy; reversed rows, then stepped ones (each a chunk copy).
-            dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
-            dmlnumba.slice1(x, (0,), (n,), (2,), out=np.empty(-(-n // 2), t))
-            continue
-        dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
-        dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
-        dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
-        for shape in ((-1, 2, 1), (-1, 1, 1, 1), (1, 1, 1, 1, -1)):  # the dense writes of
-            dmlnumba.nonzero_coordinates(x.reshape(shape), dtype=c)  # 3, 4 and 5 columns
-        # Strided inputs: the count pass of strided inputs, and the write passes of
-        # stepped rows and of rows of consecutive elements.
-        for y in (x[::-1], x.reshape(-1, 2)[::-1]):
-            dmlnumba.nonzero_coordinates(y, dtype=c)
-            dmlnumba.nonzero_coordinates(y, dtype=c, max_count=1)
-        if c == "uint64":
-            # argwhere past its worst-case buffer: the passes into int64 rows (serial
-            # below CPU_PARALLEL_MIN elements, parallel from it).
-            y = np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t)
-            dmlnumba.argwhere(y)
-            dmlnumba.argwhere(y[::-1])
+        for way in _ways():
+            with way:
+                _calls(op, x, c)
     return time.process_time() - t0
+
+
+def _ways():
+    """The ways a large call may run, each a context: on the calling thread where a
+    process takes none of numba's threads (a dask task's, a forked child's: the serial
+    drivers), on the calling thread where the load check finds no free core (numba's
+    thread count set to 1: the block driver there), and on numba's threads (the load
+    check off: the parallel drivers)."""
+    import contextlib
+
+    import numba
+
+    from . import config
+    from .cpu import threads
+
+    @contextlib.contextmanager
+    def threads_set(n, load_check):
+        want, check = numba.get_num_threads(), config.CPU_LOAD_CHECK
+        numba.set_num_threads(n)
+        config.CPU_LOAD_CHECK = load_check
+        try:
+            yield
+        finally:
+            numba.set_num_threads(want)
+            config.CPU_LOAD_CHECK = check
+
+    every = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+    return [threads.one_thread(), threads_set(1, 1), threads_set(every, 0)]
+
+
+def _calls(op, x, c):
+    """The calls of :func:`compile_group` on the input ``x``."""
+    from .cpu.nonzero import ARGWHERE_BUFFER_MAX
+
+    n, t = x.size, x.dtype
+    if op == "slice1":
+        # Into out=: the kernel, also for windows that a new output would copy with
+        # NumPy.
+        dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
+        return
+    dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel
+    dmlnumba.nonzero_coordinates(x.reshape(-1, 2), dtype=c)  # rows of two: one block
+    dmlnumba.nonzero_coordinates(x, dtype=c, max_count=1)  # rows cut short: blocks
+    for shape in ((-1, 2, 1), (-1, 1, 1, 1), (1, 1, 1, 1, -1)):  # the dense writes of
+        dmlnumba.nonzero_coordinates(x.reshape(shape), dtype=c)  # 3, 4 and 5 columns
+    # Strided inputs: the count pass of strided inputs, and the write passes of stepped
+    # rows and of rows of consecutive elements.
+    for y in (x[::-1], x.reshape(-1, 2)[::-1]):
+        dmlnumba.nonzero_coordinates(y, dtype=c)
+        dmlnumba.nonzero_coordinates(y, dtype=c, max_count=1)
+    if c == "uint64":
+        # argwhere past its worst-case buffer: the passes into int64 rows (serial below
+        # CPU_PARALLEL_MIN elements, parallel from it).
+        y = np.ones(max(n, ARGWHERE_BUFFER_MAX + 1), t)
+        dmlnumba.argwhere(y)
+        dmlnumba.argwhere(y[::-1])
 
 
 def bar(done, total, label, stream):

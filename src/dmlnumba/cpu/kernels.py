@@ -38,7 +38,7 @@ from .nonzero_kernels import (
     write_blocks,
 )
 from .nonzero_write import dense_function, write_function
-from .slice_kernels import chunk_function, row_kind, slice_copy, slice_copy_parallel
+from .slice_kernels import chunk_function, slice_copy, slice_copy_parallel
 
 __all__ = [
     "blocks",
@@ -51,7 +51,6 @@ __all__ = [
     "chunk_function",
     "slice_copy",
     "slice_copy_parallel",
-    "row_kind",
     "count_function",
     "dense_function",
     "write_function",

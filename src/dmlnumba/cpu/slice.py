@@ -18,9 +18,8 @@ def _copy(src, src_base, dst, dst_base, geom, size):
     k = process.kernels()
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
-    kind = k.row_kind(geom)
     key = ("slice1", 8 * src.itemsize)
-    f = compiling.c_function_address(k.chunk_function, "slice1", 8 * src.itemsize, kind)
+    f = compiling.c_function_address(k.chunk_function, "slice1", 8 * src.itemsize)
     if threads.slice_parallel(size, nchunks):
         threads.run_parallel(
             k.slice_copy_parallel,

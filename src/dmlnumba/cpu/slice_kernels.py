@@ -1,148 +1,345 @@
-"""The CPU slice1 kernel: strided rows copied chunk by chunk (the loop nests of
-:mod:`.slice_rows`), a C function of each bit width and kind of row, and its two
-drivers, serial and ``parallel=True`` (one body compiled twice)."""
+"""The CPU slice1 kernel: strided rows copied chunk by chunk (gathered, reversed or
+plain), with software prefetch of the rows ahead; one body compiled serial and
+``parallel=True``."""
 
 import numpy as np
 from numba import carray, prange, types
+from numba import config as _nbconfig
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .compiling import c_function, jit
-from .indexmath import block_bounds, next_row, offset, unravel
+from .indexmath import _inline, block_bounds, next_row, offset, unravel
 from .llvm import call_void, data_pointer, item_pointer
-from .slice_rows import (
-    LINE,
-    MEMCPY_BYTES,
-    TILE,
-    block,
-    copy_strided_rows,
-    copy_unit_rows,
-    item_bytes,
-)
+from .llvm import prefetch as _prefetch
+
+#: A cache line, in bytes (the step between software prefetches).
+LINE = 64
+#: Rows prefetched ahead of the one being copied, and the widest source row
+#: (in bytes, first to last element) that is prefetched at all: a wider row
+#: would not stay in cache until its turn.
+PREFETCH_ROWS = 2
+PREFETCH_SPAN = 8192
+#: Rows copied together where a transposed input puts each row's elements on
+#: lines of their own and the next rows' elements on the same lines.
+TILE = 8
+#: Contiguous rows of at least this many bytes are copied by ``memcpy``.
+MEMCPY_BYTES = 256
 
 
-def row_kind(geom):
-    """The kind of chunk copy (:func:`chunk_function`) that copies the window's rows
-    (the last column of ``geom``'s sizes, source and destination strides): ``"unit"``
-    for rows contiguous or reversed into contiguous rows, else ``"any"`` (the copy of
-    every kind of row)."""
-    n = geom.shape[1]
-    unit = n and geom[2, n - 1] == 1 and geom[1, n - 1] in (1, -1)
-    return "unit" if unit else "any"
+@intrinsic
+def _item_bytes(typingctx, arr):
+    """The item size of ``arr`` as a compile-time constant (numba reads
+    ``arr.itemsize`` at run time): branches on it fold away in each bit width's
+    kernel, so that code for one width is compiled only there."""
+    n = arr.dtype.bitwidth // 8
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.int64, n)
+
+    return types.int64(arr), codegen
 
 
-def _chunk_copy(kind):
-    """The chunk copy of rows of ``kind`` (:func:`row_kind`).  ``any_rows`` is a
-    closure constant, which numba prunes before it types the body and its disk cache
-    keys: the copy of unit rows compiles their loop nests alone (a first call of a
-    reversed or cropped window in about two thirds of the time).  The copy of any row
-    keeps the unit rows' nests beside the strided ones: compiled without them, the
-    strided nests ran 4-8% slower on short rows (docs/PERFORMANCE.md)."""
-    any_rows = kind == "any"
+@intrinsic
+def _memcpy(typingctx, dst, d, src, s, n):
+    """``dst[d : d + n] = src[s : s + n]`` by the C library's ``memcpy`` (LLVM's
+    intrinsic of a runtime length): the arrays never overlap here.  For long rows
+    (``MEMCPY_BYTES``): as fast as NumPy's copy where the data comes from memory,
+    and free of the vector loop's stalls where source and destination lie a
+    multiple of 4 KiB apart (docs/PERFORMANCE.md, "Specialised paths")."""
 
-    def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
-        """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
-        copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
-        gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
-        function of each bit width and kind (:func:`chunk_function`), which both
-        drivers below call through its address.
+    def codegen(context, builder, signature, args):
+        dty, _, sty, _, _ = signature.args
+        da = context.make_array(dty)(context, builder, args[0])
+        sa = context.make_array(sty)(context, builder, args[2])
+        dp = cgutils.get_item_pointer(context, builder, dty, da, [args[1]], wraparound=False)
+        sp = cgutils.get_item_pointer(context, builder, sty, sa, [args[3]], wraparound=False)
+        width = context.get_constant(types.intp, dty.dtype.bitwidth // 8)
+        cgutils.raw_memcpy(builder, dp, sp, args[4], width)
+        return context.get_dummy_value()
 
-        Blocks of the largest shape that fits what is left (:func:`block`), each one
-        loop nest (:func:`copy_unit_rows`, :func:`copy_strided_rows`).  The odometer
-        (and a full offset computation) runs only where a block ends a run.
-        """
-        src = carray(sp, sn)
-        dst = carray(dp, dn)
-        geom = carray(gp, (3, gn))
-        ndim = geom.shape[1]
-        shape = geom[0]
-        sst = geom[1]
-        dstr = geom[2]
-        total = 1
-        for k in range(ndim):
-            total *= shape[k]
-        lo, hi = block_bounds(c, chunk, total)
-        coords = np.empty(ndim, np.int64)
-        unravel(lo, shape, ndim, coords)
-        line = LINE // item_bytes(src)  # elements a cache line
-        last = ndim - 1
-        row = shape[last]
-        ss = sst[last]
-        ds = dstr[last]
-        nr = shape[last - 1] if ndim > 1 else 1
-        rs = sst[last - 1] if ndim > 1 else 0
-        rd = dstr[last - 1] if ndim > 1 else 0
-        npl = shape[last - 2] if ndim > 2 else 1
-        ps = sst[last - 2] if ndim > 2 else 0
-        pd = dstr[last - 2] if ndim > 2 else 0
-        plane = nr * row
-        # Rows are often short and far apart (a strided window), which hardware
-        # prefetchers cannot follow across pages: ask for the source row
-        # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
-        # of a cache line between them: the source is then read as one stream, which
-        # the hardware follows, and a prefetch only adds work.  Nor for rows that
-        # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
-        # their copy (docs/PERFORMANCE.md, "Specialised paths").
-        step = rs if rs > 0 else -rs
-        tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
-        span = (row - 1) * (ss if ss > 0 else -ss) + 1
-        memcpy_rows = ss == 1 and ds == 1 and row * item_bytes(src) >= MEMCPY_BYTES
-        pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
+    return types.void(dst, d, src, s, n), codegen
+
+
+if getattr(_nbconfig, "DISABLE_JIT", 0):  # plain Python: an intrinsic cannot be called
+
+    def _item_bytes(arr):  # type: ignore[misc]  # a plain function in the intrinsic's place
+        return arr.itemsize
+
+    def _memcpy(dst, d, src, s, n):  # type: ignore[misc]
+        dst[d : d + n] = src[s : s + n]
+
+
+@jit
+def _prefetch_row(src, p, st, n, line):
+    """Prefetch the cache lines of ``src[p], src[p + st], ..., src[p + (n-1)*st]``
+    (``st != 0``) when they span at most ``PREFETCH_SPAN`` bytes; ``line``: the
+    elements of a cache line.
+
+    No division: it runs once a row, and ``LINE // itemsize`` (numba reads the
+    itemsize at run time) and a ``range`` with a runtime step (its trip count)
+    divide, and a division a row weighs on strided copies of short rows
+    (docs/PERFORMANCE.md).  One exit, like ``next_row``."""
+    w: int = _item_bytes(src)
+    step = st if st > 0 else -st
+    lo = p if st > 0 else p + (n - 1) * st
+    span = (n - 1) * step
+    if (span + 1) * w <= PREFETCH_SPAN:
+        if step >= line:  # every element on a line of its own
+            q = lo
+            for _ in range(n):
+                _prefetch(src, q)
+                q += step
+        else:  # every line between the ends holds an element
+            q = lo
+            while q <= lo + span:
+                _prefetch(src, q)
+                q += line
+            _prefetch(src, lo + span)
+
+
+@_inline
+def _block(c, r, coords, ndim, row, nr, npl, plane, remaining, pf):
+    """The next block from the odometer's column ``c`` and row ``r``: ``(n, nrows,
+    nplanes, on, planes)``, ``nplanes`` planes of ``nrows`` rows of ``n`` elements:
+    a partial row, whole rows up to the end of their plane, or (``planes``) whole
+    planes up to the end of the third-to-last dimension; ``on``: prefetch rows
+    (``pf``, never for a partial row)."""
+    if c > 0 or remaining < row:  # a partial row
+        return min(row - c, remaining), 1, 1, False, False
+    if ndim > 2 and r == 0 and remaining >= plane:  # whole planes
+        return row, nr, min(npl - coords[ndim - 3], remaining // plane), pf, True
+    return row, min(nr - r, remaining // row), 1, pf, False  # whole rows
+
+
+@_inline
+def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line):
+    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` for
+    ``ss`` 1 or -1 (contiguous or reversed rows into contiguous rows); ``on``:
+    prefetch the row ``PREFETCH_ROWS`` ahead in the plane (:func:`_prefetch_row`, a
+    call: inlined into each loop nest it multiplied the compile time).
+
+    One loop nest per kind of row, the kind decided once a block, so that short
+    rows cost a few instructions each.  Positions are never negative and are
+    unsigned, which tells numba so (no negative-index handling in the loops): LLVM
+    vectorizes the plain and the reversed copy.  Long contiguous rows go to
+    ``memcpy``.  Each loop passes its row stride to the prefetch as a constant, as the
+    branch it sits in knows it."""
+    u = np.uint64
+    if ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
+                _memcpy(dst, b, src, a, n)
+                a += rs
+                b += rd
+    elif ss == 1:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + k)]
+                a += rs
+                b += rd
+    else:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, -1, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a - k)]
+                a += rs
+                b += rd
+
+
+@_inline
+def _copy_strided_rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles):
+    """The block ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]`` for
+    the other strides (see :func:`_copy_unit_rows`): the runtime-stride gather runs
+    scalar, which beats a vector gather for items of 2 bytes and more; items of 1
+    byte gather by constant strides 2, 3 and 4 (vectorized, faster than the scalar
+    loop), loops that fold away in the other widths' kernels; ``tiles``: rows whose
+    every element lies on a cache line of its own, with the next rows' elements on
+    the same lines (a transposed input), are copied ``TILE`` rows at a time, column
+    by column, so that each line read serves them all before it leaves the cache."""
+    u = np.uint64
+    w: int = _item_bytes(src)
+    if w == 1 and ds == 1 and ss == 2:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 2 * k)]
+                a += rs
+                b += rd
+    elif w == 1 and ds == 1 and ss == 3:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 3 * k)]
+                a += rs
+                b += rd
+    elif w == 1 and ds == 1 and ss == 4:
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + 4 * k)]
+                a += rs
+                b += rd
+    elif ds == 1 and tiles:
+        for q in range(nplanes):
+            a0 = s + q * ps
+            b0 = d + q * pd
+            for i0 in range(0, nrows, TILE):
+                m = min(TILE, nrows - i0)
+                a = a0 + i0 * rs
+                b = b0 + i0 * rd
+                for k in range(n):
+                    for i in range(m):
+                        dst[u(b + i * rd + k)] = src[u(a + i * rs)]
+                    a += ss
+    elif ds == 1:  # other strides (steps, broadcast sources) into contiguous rows
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k)] = src[u(a + k * ss)]
+                a += rs
+                b += rd
+    else:  # outputs with gaps or reversed rows (out= arrays)
+        for q in range(nplanes):
+            a = s + q * ps
+            b = d + q * pd
+            for i in range(nrows):
+                if on and i + PREFETCH_ROWS < nrows:
+                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                for k in range(n):
+                    dst[u(b + k * ds)] = src[u(a + k * ss)]
+                a += rs
+                b += rd
+
+
+def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
+    """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
+    copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
+    gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
+    function of each bit width (:func:`chunk_function`), which both drivers below
+    call through its address.
+
+    Blocks of the largest shape that fits what is left (:func:`_block`), each one
+    loop nest (:func:`_copy_unit_rows`, :func:`_copy_strided_rows`).  The odometer
+    (and a full offset computation) runs only where a block ends a run.
+    """
+    src = carray(sp, sn)
+    dst = carray(dp, dn)
+    geom = carray(gp, (3, gn))
+    ndim = geom.shape[1]
+    shape = geom[0]
+    sst = geom[1]
+    dstr = geom[2]
+    total = 1
+    for k in range(ndim):
+        total *= shape[k]
+    lo, hi = block_bounds(c, chunk, total)
+    coords = np.empty(ndim, np.int64)
+    unravel(lo, shape, ndim, coords)
+    line = LINE // _item_bytes(src)  # elements a cache line
+    last = ndim - 1
+    row = shape[last]
+    ss = sst[last]
+    ds = dstr[last]
+    nr = shape[last - 1] if ndim > 1 else 1
+    rs = sst[last - 1] if ndim > 1 else 0
+    rd = dstr[last - 1] if ndim > 1 else 0
+    npl = shape[last - 2] if ndim > 2 else 1
+    ps = sst[last - 2] if ndim > 2 else 0
+    pd = dstr[last - 2] if ndim > 2 else 0
+    plane = nr * row
+    # Rows are often short and far apart (a strided window), which hardware
+    # prefetchers cannot follow across pages: ask for the source row
+    # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
+    # of a cache line between them: the source is then read as one stream, which
+    # the hardware follows, and a prefetch only adds work.  Nor for rows that
+    # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
+    # their copy (docs/PERFORMANCE.md, "Specialised paths").
+    step = rs if rs > 0 else -rs
+    tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
+    span = (row - 1) * (ss if ss > 0 else -ss) + 1
+    memcpy_rows = ss == 1 and ds == 1 and row * _item_bytes(src) >= MEMCPY_BYTES
+    pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
+    s = sb + offset(coords, sst, ndim)
+    d = db + offset(coords, dstr, ndim)
+    remaining = hi - lo
+    while remaining > 0:
+        c = coords[last]
+        r = coords[last - 1] if ndim > 1 else 0
+        n, nrows, nplanes, on, planes = _block(
+            c, r, coords, ndim, row, nr, npl, plane, remaining, pf
+        )
+        if ds == 1 and (ss == 1 or ss == -1):
+            _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
+        else:
+            _copy_strided_rows(
+                src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
+            )
+        remaining -= n * nrows * nplanes
+        if remaining <= 0:
+            break
+        # On to column 0 of the next row (or plane).
+        s -= c * ss
+        d -= c * ds
+        coords[last] = 0
+        if planes:
+            if coords[last - 2] + nplanes < npl:
+                coords[last - 2] += nplanes
+                s += nplanes * ps
+                d += nplanes * pd
+                continue
+            coords[last - 2] = npl - 1
+            coords[last - 1] = nr - 1
+        elif ndim > 1 and r + nrows < nr:
+            coords[last - 1] = r + nrows
+            s += nrows * rs
+            d += nrows * rd
+            continue
+        elif ndim > 1:
+            coords[last - 1] = nr - 1
+        next_row(coords, shape, ndim)
         s = sb + offset(coords, sst, ndim)
         d = db + offset(coords, dstr, ndim)
-        remaining = hi - lo
-        while remaining > 0:
-            c = coords[last]
-            r = coords[last - 1] if ndim > 1 else 0
-            n, nrows, nplanes, on, planes = block(
-                c, r, coords, ndim, row, nr, npl, plane, remaining, pf
-            )
-            # (The test stays in the copy of unit rows, where it always holds: LLVM
-            # compiled their loops 1.25x slower on rows of 4 int16 without it.)
-            if ds == 1 and (ss == 1 or ss == -1):
-                copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
-            elif any_rows:
-                copy_strided_rows(
-                    src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
-                )
-            remaining -= n * nrows * nplanes
-            if remaining <= 0:
-                break
-            # On to column 0 of the next row (or plane).
-            s -= c * ss
-            d -= c * ds
-            coords[last] = 0
-            if planes:
-                if coords[last - 2] + nplanes < npl:
-                    coords[last - 2] += nplanes
-                    s += nplanes * ps
-                    d += nplanes * pd
-                    continue
-                coords[last - 2] = npl - 1
-                coords[last - 1] = nr - 1
-            elif ndim > 1 and r + nrows < nr:
-                coords[last - 1] = r + nrows
-                s += nrows * rs
-                d += nrows * rd
-                continue
-            elif ndim > 1:
-                coords[last - 1] = nr - 1
-            next_row(coords, shape, ndim)
-            s = sb + offset(coords, sst, ndim)
-            d = db + offset(coords, dstr, ndim)
-
-    return _copy_chunk
 
 
-def chunk_function(bits, kind):
-    """The address of the chunk copy of rows of ``kind`` (:func:`row_kind`) for
-    ``bits``-bit items as a C function (made,
+def chunk_function(bits):
+    """The address of :func:`_copy_chunk` for ``bits``-bit items as a C function (made,
     or loaded from numba's cache), which the drivers call; the target makes it once
     (``cpu.compiling.c_function_address``).  Called directly, as a jitted function, its code was
     linked into each driver's, and LLVM optimized and compiled it again for each (the
     parallel driver's parfor twice), which doubled a first parallel call's compile
     (docs/PERFORMANCE.md)."""
     p, i = item_pointer(bits), types.int64
-    sig = types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i)
-    return c_function(sig, _chunk_copy(kind))
+    return c_function(types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i), _copy_chunk)
 
 
 def _slice_driver(parallel):
