@@ -62,7 +62,19 @@ CPU_NONZERO = [
     ((64, 256, 256), 0.5, None),
     ((64, 256, 256), 0.99, None),
     ((256, 256, 64), 0.5, "transposed"),
+    ((1 << 22,), 0.01, "reversed, every other"),
+    ((1 << 22,), 0.5, "reversed, every other"),
+    ((1024, 1024), 0.01, "inner crop"),
+    ((1024, 1024), 0.5, "inner crop"),
 ]
+#: The layouts of CPU_NONZERO's inputs (every layout kind of the CPU passes).
+LAYOUTS = {
+    None: lambda x: x,
+    "transposed": lambda x: x.T,
+    "every other row": lambda x: x[:, ::2],
+    "reversed, every other": lambda x: x[::-2],
+    "inner crop": lambda x: x[:, 3:],
+}
 CPU_BIG = [((64, 1024, 1024), d, None) for d in (0.01, 0.5, 0.99)]
 CUDA_SLICES = [
     ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3]),
@@ -116,7 +128,7 @@ def cases(a):
     elif a.device == "cpu":
         for shape, d, layout in CPU_BIG if a.cases == "big" else CPU_NONZERO:
             x = (rng.random(shape) < d).astype(np.float32)
-            x = x.T if layout == "transposed" else x[:, ::2] if layout else x
+            x = LAYOUTS[layout](x)
             kw = {}
             if a.out and a.op == "nonzero":
                 kw = {"out_count": np.empty(1, np.uint32)}
