@@ -1,15 +1,17 @@
 """A/B: this tree against an older one, or against other settings, in one process.
 
-    python scripts/ab.py [--old REF] [--set NAME=V[,NAME=V]] ... [--device cpu|cuda]
+    python scripts/ab.py [--old REF [--aa]] [--set NAME=V[,NAME=V]] ... [--device cpu|cuda]
                          [--op nonzero|argwhere|slice1] [--out] [--cases default|big|small|focus]
                          [--only TEXT] [--rounds N] [--ncu]
     python scripts/ab.py --report NCU_CSV CASES_TXT
 
 Contenders: ``new`` (this tree, default settings); ``old`` (``--old``: a commit or a
-directory, loaded by :func:`harness.old_tree` as ``dmlnumba_old``); one for each ``--set``
-(this tree with ``config.NAME = V``, e.g. ``--set CUDA_NONZERO_TILES=1024`` or
-``--set CUDA_SLICE_ROWS=32,CUDA_SLICE_TILES=1024``).  Register caps are keyed in the
-kernel caches, so ``--set CUDA_NONZERO_MAX_REGISTERS=40`` compares caps too.
+directory, loaded by :func:`harness.old_tree` as ``dmlnumba_old``), and with ``--aa``
+``old2``, the same tree loaded a second time (compiled and placed anew): its difference
+from ``old`` is the noise floor of a CPU kernel change; one for each ``--set`` (this
+tree with ``config.NAME = V``, e.g. ``--set CUDA_NONZERO_TILES=1024`` or ``--set
+CUDA_SLICE_ROWS=32,CUDA_SLICE_TILES=1024``).  Register caps are keyed in the kernel
+caches, so ``--set CUDA_NONZERO_MAX_REGISTERS=40`` compares caps too.
 
 Cases.  CPU nonzero and argwhere: float32 inputs of several shapes, layouts and densities
 (``--cases big``: 64x1024x1024 at 1, 50 and 99%); CPU slice1: the windows of
@@ -184,6 +186,8 @@ def contenders(a, call):
             fns[s] = harness.with_settings(config, dict(defaults, **settings(s)), new)
     if a.old:
         fns["old"] = call(harness.old_tree(a.old))
+        if a.aa:  # the old tree again, loaded apart: its code compiled and placed anew
+            fns["old2"] = call(harness.old_tree(a.old, name="dmlnumba_old2"))
     return fns
 
 
@@ -212,6 +216,7 @@ def report(log, cases_file):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--old", help="an older tree: a commit or a directory")
+    ap.add_argument("--aa", action="store_true", help="--old twice (old, old2): the noise floor")
     ap.add_argument("--set", action="append", default=[], help="NAME=V[,NAME=V]: a contender")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--op", choices=("nonzero", "argwhere", "slice1"), default="nonzero")
