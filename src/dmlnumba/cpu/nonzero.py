@@ -11,12 +11,12 @@ from ..dtypes import nonzero_mask
 from ..interop import torch_written
 from ..layout import uint_of_size
 from ..params import NONZERO_CPU, NONZERO_PASS, pack
-from . import compiling, process, threads
+from . import compiling, process
 from .nonzero_launch import (
-    PASS_ARGS,
     count_pass,
     launch_block,
     pass_args,
+    passes_on_threads,
     serial_driver,
     write_pass,
 )
@@ -253,21 +253,19 @@ def argwhere(x):
     fc = count_pass(k, bits, p)
     if nonzero_on_threads(p) and threads_ok():
         a = pass_args(src, p, src, nblocks + 1)  # (the output's slots set once counted)
-        rows = a[PASS_ARGS:]
-        rows[0] = 0
+        coords: Any = None
 
-        def job(on_threads):
-            threads.run_pass(fc, a, rows[1:], on_threads)
-            np.cumsum(rows, out=rows)
-            coords = np.empty((int(rows[-1]), w), np.int64)
-            if coords.size:
-                out = coords.reshape(-1).view(np.uint64)
-                a[NONZERO_PASS.out], a[NONZERO_PASS.out_n] = out.ctypes.data, out.size
-                fw = write_pass(k, (bits, 64), p)
-                threads.run_pass(fw, a, np.empty(nblocks, np.int64), on_threads)
-            return coords
+        def write(count):  # the result, exactly the rows counted, as the passes' output
+            nonlocal coords
+            coords = np.empty((count, w), np.int64)
+            if not coords.size:
+                return None
+            out = coords.reshape(-1).view(np.uint64)
+            a[NONZERO_PASS.out], a[NONZERO_PASS.out_n] = out.ctypes.data, out.size
+            return write_pass(k, (bits, 64), p)
 
-        return threads.run_passes(job)
+        passes_on_threads(fc, a, nblocks, write)
+        return coords
     rows = np.empty(nblocks + 1, np.int64)  # on this thread: the passes' own drivers
     compiling.run(k.count_blocks, ("argwhere", bits), fc, src, p, rows)
     coords = np.empty((int(rows[-1]), w), np.int64)

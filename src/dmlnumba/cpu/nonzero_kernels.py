@@ -64,14 +64,6 @@ def _outputs_apart(src, p, out, count):
     return p[P.limit] == 0 or (_apart(src, out) and _apart(count, out))
 
 
-@_inline
-def _scan(rows, nblocks):
-    """``rows[b + 1]`` holds block ``b``'s count: make ``rows[b]`` its first row."""
-    rows[0] = 0
-    for b in range(nblocks):
-        rows[b + 1] += rows[b]
-
-
 def _positions_driver(src, p, out, count):
     """NONZERO_COORDINATES of a C-contiguous input into one packed column from
     ``out[0]``, every row fitting (one block): the positions are the rows
@@ -97,6 +89,18 @@ def _pass_args(src, p, out, nrows):
     a[A.out], a[A.out_n] = address(out), out.size
     a[A.rows] = address(a) + 8 * ARGS
     return a
+
+
+@_inline
+def _counted_rows(fc, a, rows, nblocks):
+    """The count pass ``fc`` over the argument block ``a``, each block's count into
+    ``rows[b + 1]``, then their exclusive scan: ``rows[b]`` becomes block ``b``'s first
+    output row and ``rows[nblocks]`` the count."""
+    for b in range(nblocks):
+        rows[b + 1] = call_pass(fc, a, np.int64(b))
+    rows[0] = 0
+    for b in range(nblocks):
+        rows[b + 1] += rows[b]
 
 
 def _single_driver(fw, src, p, out, count):
@@ -140,10 +144,7 @@ def _blocks_driver(fc, fw, src, p, out, count):
     nblocks = p[P.nblocks]
     a = _pass_args(src, p, out, nblocks + 1)
     rows = a[ARGS:]
-    rows[0] = 0
-    for b in range(nblocks):
-        rows[b + 1] = call_pass(fc, a, np.int64(b))
-    _scan(rows, nblocks)
+    _counted_rows(fc, a, rows, nblocks)
     for b in range(nblocks):
         call_pass(fw, a, np.int64(b))
     count[p[P.count_pos]] = rows[nblocks]
@@ -159,11 +160,7 @@ def _count_blocks(fc, src, p, rows):
     output row and ``rows[nblocks]`` the count."""
     a = _pass_args(src, p, src, 0)  # (no output yet)
     a[A.rows] = address(rows)  # (an argument: it outlives the calls)
-    nblocks = p[P.nblocks]
-    rows[0] = 0
-    for b in range(nblocks):
-        rows[b + 1] = call_pass(fc, a, np.int64(b))
-    _scan(rows, nblocks)
+    _counted_rows(fc, a, rows, p[P.nblocks])
 
 
 def _write_blocks(fw, src, p, out, rows):

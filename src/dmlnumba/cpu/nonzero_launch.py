@@ -50,22 +50,33 @@ def _on_threads(bits, src, p, out, count):
     ):
         return False
     k = process.kernels()
-    fc = count_pass(k, bits[0], p)
     fw = write_pass(k, bits, p) if p[P.limit] > 0 else None
     nblocks = int(p[P.nblocks])
     a = pass_args(src, p, out, nblocks + 1)
+    rows = passes_on_threads(count_pass(k, bits[0], p), a, nblocks, lambda n: fw)
+    count[p[P.count_pos]] = rows[nblocks]
+    return True
+
+
+def passes_on_threads(fc, a, nblocks, write):
+    """The passes of argument block ``a`` (:func:`pass_args`, with ``nblocks + 1`` rows)
+    on numba's threads (:func:`~.threads.run_passes` decides, once for both): the
+    count pass ``fc``, the scan of the counts into the rows, then the write pass
+    that ``write(count)`` gives (the address, or None for none; it may set the
+    block's output first: argwhere allocates its result there).  Returns the rows:
+    each block's first row, and the count last."""
     rows = a[PASS_ARGS:]
     rows[0] = 0
 
     def job(on_threads):
         threads.run_pass(fc, a, rows[1:], on_threads)
         np.cumsum(rows, out=rows)
+        fw = write(int(rows[nblocks]))
         if fw is not None:
             threads.run_pass(fw, a, np.empty(nblocks, np.int64), on_threads)
 
     threads.run_passes(job)
-    count[p[P.count_pos]] = rows[nblocks]
-    return True
+    return rows
 
 
 def dense_class(width, rs, cs):
