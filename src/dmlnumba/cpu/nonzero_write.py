@@ -192,14 +192,14 @@ def dense_function(bits, out_bits, wclass):
 
 
 def _write_pass(item, out_item, kind):
-    """The write pass (:mod:`.blocks`) from ``item`` inputs into ``out_item``
-    coordinates (unsigned NumPy types), inputs of layout ``kind``
+    """The write pass (:mod:`.blocks`) from ``item`` inputs into ``out_item`` coordinates
+    (unsigned NumPy types), inputs of layout ``kind``
     (:func:`~.nonzero_launch.layout_kind`: the pass compiles the loops of its kind
-    alone): closure constants, pruned before numba types the body, and keyed apart in
-    its disk cache.  Its arguments are a
-    :data:`~dmlnumba.params.NONZERO_PASS` block: block ``b`` writes its coordinates
-    into rows ``rows[b]`` to ``rows[b + 1]`` (those below the limit), in element
-    order, and returns the row after the last one written.
+    alone): closure constants, pruned before numba types the body, and keyed apart
+    in its disk cache. Its arguments are a :data:`~dmlnumba.params.NONZERO_PASS`
+    block: block ``b`` writes its coordinates into rows ``rows[b]`` to
+    ``rows[b + 1]`` (those below the limit), in element order, and returns the row
+    after the last one written.
 
     Runs of elements consecutive in memory (the rest of the block where the input is
     C-contiguous, else the rest of a row), ``COMPACT`` elements at a time, are dense
