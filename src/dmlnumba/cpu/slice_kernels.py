@@ -160,186 +160,211 @@ def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, l
                 b += rd
 
 
-@_inline
-def _copy_strided_rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles):
-    """The block ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]`` for
-    the other strides (see :func:`_copy_unit_rows`): the runtime-stride gather runs
-    scalar, which beats a vector gather for items of 2 bytes and more; items of 1
-    byte gather by constant strides 2, 3 and 4 (vectorized, faster than the scalar
-    loop), loops that fold away in the other widths' kernels; ``tiles``: rows whose
-    every element lies on a cache line of its own, with the next rows' elements on
-    the same lines (a transposed input), are copied ``TILE`` rows at a time, column
-    by column, so that each line read serves them all before it leaves the cache."""
-    u = np.uint64
-    w: int = _item_bytes(src)
-    if w == 1 and ds == 1 and ss == 2:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + 2 * k)]
-                a += rs
-                b += rd
-    elif w == 1 and ds == 1 and ss == 3:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + 3 * k)]
-                a += rs
-                b += rd
-    elif w == 1 and ds == 1 and ss == 4:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + 4 * k)]
-                a += rs
-                b += rd
-    elif ds == 1 and tiles:
-        for q in range(nplanes):
-            a0 = s + q * ps
-            b0 = d + q * pd
-            for i0 in range(0, nrows, TILE):
-                m = min(TILE, nrows - i0)
-                a = a0 + i0 * rs
-                b = b0 + i0 * rd
-                for k in range(n):
-                    for i in range(m):
-                        dst[u(b + i * rd + k)] = src[u(a + i * rs)]
-                    a += ss
-    elif ds == 1:  # other strides (steps, broadcast sources) into contiguous rows
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + k * ss)]
-                a += rs
-                b += rd
-    else:  # outputs with gaps or reversed rows (out= arrays)
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                for k in range(n):
-                    dst[u(b + k * ds)] = src[u(a + k * ss)]
-                a += rs
-                b += rd
+def _strided_rows(one_byte):
+    """The strided block copy (:func:`copy_strided_rows` below) for 1-byte items
+    (``one_byte``) or wider ones: a closure constant, which numba prunes before it
+    types the body, so that the 1-byte gathers are compiled into that width's kernel
+    alone (as LLVM had folded them away from the others: the same code)."""
+
+    def copy_strided_rows(
+        src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
+    ):
+        """The block ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]`` for
+        the other strides (see :func:`_copy_unit_rows`): the runtime-stride gather runs
+        scalar, which beats a vector gather for items of 2 bytes and more; items of 1
+        byte gather by constant strides 2, 3 and 4 (vectorized, faster than the scalar
+        loop), loops compiled only where ``one_byte`` holds; ``tiles``: rows whose
+        every element lies on a cache line of its own, with the next rows' elements on
+        the same lines (a transposed input), are copied ``TILE`` rows at a time, column
+        by column, so that each line read serves them all before it leaves the cache."""
+        u = np.uint64
+        if one_byte and ds == 1 and ss == 2:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + 2 * k)]
+                    a += rs
+                    b += rd
+        elif one_byte and ds == 1 and ss == 3:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + 3 * k)]
+                    a += rs
+                    b += rd
+        elif one_byte and ds == 1 and ss == 4:
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + 4 * k)]
+                    a += rs
+                    b += rd
+        elif ds == 1 and tiles:
+            for q in range(nplanes):
+                a0 = s + q * ps
+                b0 = d + q * pd
+                for i0 in range(0, nrows, TILE):
+                    m = min(TILE, nrows - i0)
+                    a = a0 + i0 * rs
+                    b = b0 + i0 * rd
+                    for k in range(n):
+                        for i in range(m):
+                            dst[u(b + i * rd + k)] = src[u(a + i * rs)]
+                        a += ss
+        elif ds == 1:  # other strides (steps, broadcast sources) into contiguous rows
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k)] = src[u(a + k * ss)]
+                    a += rs
+                    b += rd
+        else:  # outputs with gaps or reversed rows (out= arrays)
+            for q in range(nplanes):
+                a = s + q * ps
+                b = d + q * pd
+                for i in range(nrows):
+                    if on and i + PREFETCH_ROWS < nrows:
+                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
+                    for k in range(n):
+                        dst[u(b + k * ds)] = src[u(a + k * ss)]
+                    a += rs
+                    b += rd
+
+    return copy_strided_rows
 
 
-def _copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
-    """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
-    copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
-    gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
-    function of each bit width (:func:`chunk_function`), which both drivers below
-    call through its address.
+_copy_strided_rows = _inline(_strided_rows(False))
+_copy_strided_bytes = _inline(_strided_rows(True))
 
-    Blocks of the largest shape that fits what is left (:func:`_block`), each one
-    loop nest (:func:`_copy_unit_rows`, :func:`_copy_strided_rows`).  The odometer
-    (and a full offset computation) runs only where a block ends a run.
-    """
-    src = carray(sp, sn)
-    dst = carray(dp, dn)
-    geom = carray(gp, (3, gn))
-    ndim = geom.shape[1]
-    shape = geom[0]
-    sst = geom[1]
-    dstr = geom[2]
-    total = 1
-    for k in range(ndim):
-        total *= shape[k]
-    lo, hi = block_bounds(c, chunk, total)
-    coords = np.empty(ndim, np.int64)
-    unravel(lo, shape, ndim, coords)
-    line = LINE // _item_bytes(src)  # elements a cache line
-    last = ndim - 1
-    row = shape[last]
-    ss = sst[last]
-    ds = dstr[last]
-    nr = shape[last - 1] if ndim > 1 else 1
-    rs = sst[last - 1] if ndim > 1 else 0
-    rd = dstr[last - 1] if ndim > 1 else 0
-    npl = shape[last - 2] if ndim > 2 else 1
-    ps = sst[last - 2] if ndim > 2 else 0
-    pd = dstr[last - 2] if ndim > 2 else 0
-    plane = nr * row
-    # Rows are often short and far apart (a strided window), which hardware
-    # prefetchers cannot follow across pages: ask for the source row
-    # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
-    # of a cache line between them: the source is then read as one stream, which
-    # the hardware follows, and a prefetch only adds work.  Nor for rows that
-    # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
-    # their copy (docs/PERFORMANCE.md, "Specialised paths").
-    step = rs if rs > 0 else -rs
-    tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
-    span = (row - 1) * (ss if ss > 0 else -ss) + 1
-    memcpy_rows = ss == 1 and ds == 1 and row * _item_bytes(src) >= MEMCPY_BYTES
-    pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
-    s = sb + offset(coords, sst, ndim)
-    d = db + offset(coords, dstr, ndim)
-    remaining = hi - lo
-    while remaining > 0:
-        c = coords[last]
-        r = coords[last - 1] if ndim > 1 else 0
-        n, nrows, nplanes, on, planes = _block(
-            c, r, coords, ndim, row, nr, npl, plane, remaining, pf
-        )
-        if ds == 1 and (ss == 1 or ss == -1):
-            _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
-        else:
-            _copy_strided_rows(
-                src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
-            )
-        remaining -= n * nrows * nplanes
-        if remaining <= 0:
-            break
-        # On to column 0 of the next row (or plane).
-        s -= c * ss
-        d -= c * ds
-        coords[last] = 0
-        if planes:
-            if coords[last - 2] + nplanes < npl:
-                coords[last - 2] += nplanes
-                s += nplanes * ps
-                d += nplanes * pd
-                continue
-            coords[last - 2] = npl - 1
-            coords[last - 1] = nr - 1
-        elif ndim > 1 and r + nrows < nr:
-            coords[last - 1] = r + nrows
-            s += nrows * rs
-            d += nrows * rd
-            continue
-        elif ndim > 1:
-            coords[last - 1] = nr - 1
-        next_row(coords, shape, ndim)
+
+def _chunk_copy(one_byte):
+    """The chunk copy (:func:`copy_chunk` below) for 1-byte items (``one_byte``) or
+    wider ones, which call the strided block copy of their width
+    (:func:`_strided_rows`): a closure constant, pruned before numba types the body,
+    and keyed apart in its disk cache."""
+
+    def copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
+        """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
+        copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
+        gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
+        function of each bit width (:func:`chunk_function`), which both drivers below
+        call through its address.
+
+        Blocks of the largest shape that fits what is left (:func:`_block`), each one
+        loop nest (:func:`_copy_unit_rows`, :func:`_copy_strided_rows`).  The odometer
+        (and a full offset computation) runs only where a block ends a run.
+        """
+        src = carray(sp, sn)
+        dst = carray(dp, dn)
+        geom = carray(gp, (3, gn))
+        ndim = geom.shape[1]
+        shape = geom[0]
+        sst = geom[1]
+        dstr = geom[2]
+        total = 1
+        for k in range(ndim):
+            total *= shape[k]
+        lo, hi = block_bounds(c, chunk, total)
+        coords = np.empty(ndim, np.int64)
+        unravel(lo, shape, ndim, coords)
+        line = LINE // _item_bytes(src)  # elements a cache line
+        last = ndim - 1
+        row = shape[last]
+        ss = sst[last]
+        ds = dstr[last]
+        nr = shape[last - 1] if ndim > 1 else 1
+        rs = sst[last - 1] if ndim > 1 else 0
+        rd = dstr[last - 1] if ndim > 1 else 0
+        npl = shape[last - 2] if ndim > 2 else 1
+        ps = sst[last - 2] if ndim > 2 else 0
+        pd = dstr[last - 2] if ndim > 2 else 0
+        plane = nr * row
+        # Rows are often short and far apart (a strided window), which hardware
+        # prefetchers cannot follow across pages: ask for the source row
+        # PREFETCH_ROWS ahead while one is copied.  Not where the rows leave no gap
+        # of a cache line between them: the source is then read as one stream, which
+        # the hardware follows, and a prefetch only adds work.  Nor for rows that
+        # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
+        # their copy (docs/PERFORMANCE.md, "Specialised paths").
+        step = rs if rs > 0 else -rs
+        tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
+        span = (row - 1) * (ss if ss > 0 else -ss) + 1
+        memcpy_rows = ss == 1 and ds == 1 and row * _item_bytes(src) >= MEMCPY_BYTES
+        pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
         s = sb + offset(coords, sst, ndim)
         d = db + offset(coords, dstr, ndim)
+        remaining = hi - lo
+        while remaining > 0:
+            c = coords[last]
+            r = coords[last - 1] if ndim > 1 else 0
+            n, nrows, nplanes, on, planes = _block(
+                c, r, coords, ndim, row, nr, npl, plane, remaining, pf
+            )
+            if ds == 1 and (ss == 1 or ss == -1):
+                _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
+            elif one_byte:
+                _copy_strided_bytes(
+                    src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
+                )
+            else:
+                _copy_strided_rows(
+                    src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
+                )
+            remaining -= n * nrows * nplanes
+            if remaining <= 0:
+                break
+            # On to column 0 of the next row (or plane).
+            s -= c * ss
+            d -= c * ds
+            coords[last] = 0
+            if planes:
+                if coords[last - 2] + nplanes < npl:
+                    coords[last - 2] += nplanes
+                    s += nplanes * ps
+                    d += nplanes * pd
+                    continue
+                coords[last - 2] = npl - 1
+                coords[last - 1] = nr - 1
+            elif ndim > 1 and r + nrows < nr:
+                coords[last - 1] = r + nrows
+                s += nrows * rs
+                d += nrows * rd
+                continue
+            elif ndim > 1:
+                coords[last - 1] = nr - 1
+            next_row(coords, shape, ndim)
+            s = sb + offset(coords, sst, ndim)
+            d = db + offset(coords, dstr, ndim)
+
+    return copy_chunk
 
 
 def chunk_function(bits):
-    """The address of :func:`_copy_chunk` for ``bits``-bit items as a C function (made,
-    or loaded from numba's cache), which the drivers call; the target makes it once
-    (``cpu.compiling.c_function_address``).  Called directly, as a jitted function, its code was
-    linked into each driver's, and LLVM optimized and compiled it again for each (the
-    parallel driver's parfor twice), which doubled a first parallel call's compile
-    (docs/PERFORMANCE.md)."""
+    """The address of the chunk copy (:func:`_chunk_copy`) for ``bits``-bit items as a
+    C function (made, or loaded from numba's cache), which the drivers call; the target
+    makes it once (``cpu.compiling.c_function_address``).  Called directly, as a jitted
+    function, its code was linked into each driver's, and LLVM optimized and compiled
+    it again for each (the parallel driver's parfor twice), which doubled a first
+    parallel call's compile (docs/PERFORMANCE.md)."""
     p, i = item_pointer(bits), types.int64
-    return c_function(types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i), _copy_chunk)
+    sig = types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i)
+    return c_function(sig, _chunk_copy(bits == 8))
 
 
 def _slice_driver(parallel):
