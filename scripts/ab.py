@@ -1,8 +1,8 @@
 """A/B: this tree against an older one, or against other settings, in one process.
 
     python scripts/ab.py [--old REF [--aa]] [--set NAME=V[,NAME=V]] ... [--device cpu|cuda]
-                         [--op nonzero|argwhere|slice1] [--out] [--cases default|big|small|focus]
-                         [--only TEXT] [--rounds N] [--ncu]
+                         [--op nonzero|argwhere|slice1] [--out]
+                         [--cases default|big|small|focus|rows] [--only TEXT] [--rounds N] [--ncu]
     python scripts/ab.py --report NCU_CSV CASES_TXT
 
 Contenders: ``new`` (this tree, default settings); ``old`` (``--old``: a commit or a
@@ -13,15 +13,16 @@ tree with ``config.NAME = V``, e.g. ``--set CUDA_NONZERO_TILES=1024`` or ``--set
 CUDA_SLICE_ROWS=32,CUDA_SLICE_TILES=1024``).  Register caps are keyed in the kernel
 caches, so ``--set CUDA_NONZERO_MAX_REGISTERS=40`` compares caps too.
 
-Cases.  CPU nonzero and argwhere: float32 inputs of several shapes, layouts and densities
+Cases. CPU nonzero and argwhere: float32 inputs of several shapes, layouts and densities
 (``--cases big``: 64x1024x1024 at 1, 50 and 99%); CPU slice1: the windows of
-``slice_classes_cpu.py``.  CUDA nonzero and argwhere: 1000 elements as (10, 10, 10); 2**20,
-2**24 and 2**28, 1-d and (n/4096, 64, 64), at 1, 50 and 99% (``small``: 1000 and 3000
-elements, 1-d and 3-d; ``focus``: the 3-d 2**28 and 2**24 ones at 50 and 99%); CUDA slice1:
-the benchmark's two windows, an inner crop and a stepped crop.  ``--only TEXT``: the cases
-whose name holds TEXT.  Default calls (new outputs; CUDA inputs are PyTorch tensors) or,
-``--out``, calls into preallocated outputs (CUDA: CuPy arrays).  Every contender's result
-is checked against NumPy's once.
+``slice_classes_cpu.py`` (``rows``: short rows of each item width, :data:`CPU_ROWS`). CUDA
+nonzero and argwhere: 1000 elements as (10, 10, 10); 2**20, 2**24 and 2**28, 1-d and
+(n/4096, 64, 64), at 1, 50 and 99% (``small``: 1000 and 3000 elements, 1-d and 3-d;
+``focus``: the 3-d 2**28 and 2**24 ones at 50 and 99%); CUDA slice1: the benchmark's two
+windows, an inner crop and a stepped crop. ``--only TEXT``: the cases whose name holds TEXT.
+Default calls (new outputs; CUDA inputs are PyTorch tensors) or, ``--out``, calls into
+preallocated outputs (CUDA: CuPy arrays). Every contender's result is checked against
+NumPy's once.
 
 Timing (:func:`harness.compare`, contenders shuffled each round): CPU, a loop of calls
 lasting about 4 ms, 11 rounds; CUDA, one call between two synchronizations (as the
@@ -78,6 +79,35 @@ LAYOUTS = {
     "inner crop": lambda x: x[:, 3:],
 }
 CPU_BIG = [((64, 1024, 1024), d, None) for d in (0.01, 0.5, 0.99)]
+#: CPU slice1 windows by kind of row (``--cases rows``): short rows of each item width,
+#: contiguous, reversed and stepped, which the chunk copy's loop nests serve (LLVM's
+#: code for them moves with the code around it, and differently on the two CPUs:
+#: docs/PERFORMANCE.md, "Tried and not kept"); shape, dtype, index, transposed.
+CPU_ROWS = [
+    ("1-d u8 step 2", (1 << 22,), np.uint8, np.s_[::2], False),
+    ("1-d u8 step -3", (1 << 22,), np.uint8, np.s_[::-3], False),
+    ("1-d u8 step 4", (1 << 22,), np.uint8, np.s_[1::4], False),
+    ("1-d u8 step 5", (1 << 22,), np.uint8, np.s_[::5], False),
+    ("rows of 3 u8", (262144, 16), np.uint8, np.s_[::-1, 3:6], False),
+    ("rows of 12 u8", (131072, 32), np.uint8, np.s_[::-1, 3:15], False),
+    ("rows of 12 u8 rev", (131072, 32), np.uint8, np.s_[:, 14:2:-1], False),
+    ("rows of 40 u8", (65536, 64), np.uint8, np.s_[::-1, 3:43], False),
+    ("rows of 20 u8 step 2", (65536, 64), np.uint8, np.s_[::-1, 3:43:2], False),
+    ("1-d 2**22 u8 rev", (1 << 22,), np.uint8, np.s_[::-1], False),
+    ("u8 transposed tiles", (1024, 1024), np.uint8, np.s_[::-1, 1:], True),
+    ("small (10,10,10) u8", (10, 10, 10), np.uint8, np.s_[:, ::-1, 1::2], False),
+    ("rows of 1 f64", (65536, 4), np.float64, np.s_[::-1, 2:3], False),
+    ("rows of 4 int16", (131072, 8), np.int16, np.s_[::-1, 4:], False),
+    ("rows of 4 int16 rev", (131072, 8), np.int16, np.s_[:, 6:2:-1], False),
+    ("rows of 16 f32", (65536, 64), np.float32, np.s_[::-1, 16:32], False),
+    ("rows of 16 f32 rev", (65536, 64), np.float32, np.s_[:, 31:15:-1], False),
+    ("1-d 2**22 f32 rev", (1 << 22,), np.float32, np.s_[::-1], False),
+    ("rows of 6 f32 strided", (64, 1024, 16), np.float32, np.s_[:, ::-1, ::3], False),
+    ("2-d [1::2, 5:4000:7]", (2048, 4096), np.float32, np.s_[1::2, 5:4000:7], False),
+    ("transposed tiles f32", (1024, 1024), np.float32, np.s_[::-1, 1:], True),
+    ("small (10,10,10) f32", (10, 10, 10), np.float32, np.s_[:, ::-1, 1::2], False),
+    ("rows of 3 f64 rev", (131072, 8), np.float64, np.s_[::-1, 5:2:-1], False),
+]
 CUDA_SLICES = [
     ((8, 64, 256, 256), np.s_[:, ::-1, 3:250:2, 1::3]),
     ((8, 64, 1024, 1024), np.s_[:, ::-1, 3:1000:2, :]),
@@ -105,7 +135,14 @@ def cases(a):
     """``(name, call, want)``: ``call(m)`` the function one contender (module ``m``) times,
     ``want`` NumPy's answer (see :func:`check`)."""
     rng = np.random.default_rng(0)
-    if a.op == "slice1" and a.device == "cpu":
+    if a.op == "slice1" and a.device == "cpu" and a.cases == "rows":
+        for name, shape, dt, idx, transposed in CPU_ROWS:
+            x = rng.integers(0, 100, shape).astype(dt)
+            x = x.T if transposed else x
+            w = dmlnumba.window(x.shape, idx)
+            kw = {"out": np.empty(w[3], dt)} if a.out else {}
+            yield name, lambda m: lambda: m.slice1(x, *w[:3], **kw), x[idx]
+    elif a.op == "slice1" and a.device == "cpu":
         from slice_classes_cpu import WINDOWS
 
         for cls, shape, idx, dt, perm in WINDOWS:
@@ -221,7 +258,9 @@ def main(argv=None):
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--op", choices=("nonzero", "argwhere", "slice1"), default="nonzero")
     ap.add_argument("--out", action="store_true", help="calls into preallocated outputs")
-    ap.add_argument("--cases", choices=("default", "big", "small", "focus"), default="default")
+    ap.add_argument(
+        "--cases", choices=("default", "big", "small", "focus", "rows"), default="default"
+    )
     ap.add_argument("--only", help="cases whose name holds this")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--ncu", action="store_true", help="launches for Nsight Compute, untimed")
