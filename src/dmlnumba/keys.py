@@ -209,14 +209,20 @@ def nonzero(
     if out_count is not None or out_coordinates is not None:
         # Asked last: a call whose input keeps no runner asks nothing of its outputs
         # (the prepare step asks whether they are traced); a NumPy output is never.
-        oc = None if type(out_count) is _ndarray else out_count
-        ox = None if type(out_coordinates) is _ndarray else out_coordinates
-        if (oc is not None or ox is not None) and traced(input, oc, ox):
-            return TRACED, None
-        outs = (out_layout(out_count), out_layout(out_coordinates))
-        if outs[0] is None or outs[1] is None:
-            return None, None
-        key += outs
+        if type(out_count) is _ndarray and type(out_coordinates) is _ndarray:
+            # The common given call: out_layout's of both, in one flat tuple.
+            cnt, crd = out_count, out_coordinates
+            cw, xw = cnt.flags.writeable, crd.flags.writeable
+            key += (cnt.dtype, cnt.shape, cnt.strides, cw, crd.dtype, crd.shape, crd.strides, xw)
+        else:
+            oc = None if type(out_count) is _ndarray else out_count
+            ox = None if type(out_coordinates) is _ndarray else out_coordinates
+            if (oc is not None or ox is not None) and traced(input, oc, ox):
+                return TRACED, None
+            outs = (out_layout(out_count), out_layout(out_coordinates))
+            if outs[0] is None or outs[1] is None:
+                return None, None
+            key += outs
     try:
         return key, runners.get(key)
     except TypeError:  # an unhashable dtype argument: the checks say what is wrong
@@ -247,9 +253,20 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     ):  # NumPy on the CPU, the common repeated call (a NumPy out is never traced)
         if traced(input, grad=True):
             return TRACED, None
-        layout: Any = (input.dtype, input.shape, input.strides, config.GENERATION)
-        if out is not None:
-            layout += (out.dtype, out.shape, out.strides, out.flags.writeable)
+        if out is None:
+            layout: Any = (input.dtype, input.shape, input.strides, config.GENERATION)
+        else:  # one tuple, not two joined
+            ow = out.flags.writeable
+            layout = (
+                input.dtype,
+                input.shape,
+                input.strides,
+                config.GENERATION,
+                out.dtype,
+                out.shape,
+                out.strides,
+                ow,
+            )
     else:  # a NumPy out is never traced (asked of the others only)
         if traced(input, None if type(out) is _ndarray else out, grad=True):
             return TRACED, None

@@ -125,6 +125,8 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     write_count: Any = None if oc is None else reader(oc)
     write_coords: Any = None if ox is None else reader(ox)
     count_view, coords_view = out_view(), out_view()
+    both = write_count is not None and write_coords is not None
+    ndarray = np.ndarray
     kernel = None
     key: tuple = ()
     passes: tuple = ()
@@ -137,7 +139,12 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
             cnt = wc = np.empty(1, u)
             crd = np.empty(shape, u)  # and its flat view: cheaper than the other way round
             wx = crd.ravel()
+        elif both and type(out_count) is ndarray and type(out_coordinates) is ndarray:
+            # The common given call, asked first: NumPy outputs, read as they are.
+            wc, wx = write_count(out_count), write_coords(out_coordinates)
+            numpy_outs = True
         else:  # the kernel asks whether they may overlap (None: it wrote nothing)
+            numpy_outs = False
             oc, ox = out_count, out_coordinates
             if write_count is None:
                 cnt = wc = np.empty(1, u)
@@ -160,11 +167,11 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
                 kernel, key, passes = serial_driver(driver, (8 * src.itemsize, 8 * wx.itemsize), p)
         if not wrote:
             return None
-        if given:
-            return _given(out_count, out_coordinates, cnt, crd, dtype if view else None)
-        if view:
-            return cnt.view(dtype), crd.view(dtype)
-        return cnt, crd
+        if not given:
+            return (cnt.view(dtype), crd.view(dtype)) if view else (cnt, crd)
+        if numpy_outs:
+            return out_count, out_coordinates
+        return _given(out_count, out_coordinates, cnt, crd, dtype if view else None)
 
     return run
 

@@ -94,9 +94,10 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     flat = len(out_shape) == 1
     may_share = np.may_share_memory  # overlaps' test, without a frame of its own
     view = out_view()
+    ndarray = np.ndarray
 
     def into(x, out):
-        o = view(out)  # (a PyTorch CPU tensor's memory)
+        o = out if type(out) is ndarray else view(out)  # (a PyTorch CPU tensor's memory)
         if small:
             # As for new outputs.  NumPy's assignment buffers a source that may
             # overlap a destination of two or more dimensions, but of a 1-d one only
