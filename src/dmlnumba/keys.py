@@ -304,7 +304,10 @@ def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream):
     (:func:`out_layout`; its runner then a function of ``(gradient, out)``, None where
     the full path must run); :data:`TRACED` for a traced call (or one autograd
     records)."""
-    if traced(grad, None if type(out) is _ndarray else out, grad=True):
+    if out is None or type(out) is _ndarray:  # (a NumPy out is never traced: not asked)
+        if traced(grad, grad=True):
+            return TRACED, None
+    elif traced(grad, out, grad=True):
         return TRACED, None
     layout = _layout_key(grad, device, stream)
     ints = _int_params(input_shape, offsets, sizes, strides) if layout is not None else None
