@@ -404,6 +404,12 @@ def test_repeated_calls_with_lists_read_them_again():
     with pytest.raises(ValueError, match="offsets"):
         dmlnumba.slice1(x, [0], [0, 4, 6], [1, -2])
     np.testing.assert_array_equal(dmlnumba.slice1(x, (0, 0), [4, 6], (1, -2)), x[:, ::-2])
+    # Nor with output_sizes' values moved into strides (a key without their lengths).
+    np.testing.assert_array_equal(
+        dmlnumba.slice1(x, [0, 0], [4, 6], [1, -2], [4, 2]), x[:, -1:-5:-2]
+    )
+    with pytest.raises(ValueError, match="strides"):
+        dmlnumba.slice1(x, [0, 0], [4, 6], [1, -2, 4, 2])
 
 
 @pytest.mark.parametrize("free", [1, 2, 99])

@@ -46,25 +46,26 @@ _SEQUENCES = (list, tuple)
 
 
 def _int_params(a, b, c, d):
-    """The parameters as a key: the lengths of all but the last, and every value in one
-    flat tuple (``d`` may be None: slice1's ``output_sizes``); None where one is
-    anything but a tuple or list of Python ints (such calls take the full path, which
-    checks them).  Lists and tuples of the same values give the same key."""
+    """The parameters as a key: the lengths of all but the last (-1 for ``c``'s where
+    ``d`` is None: slice1 without ``output_sizes``), then every value in one flat
+    tuple; None where one is anything but a tuple or list of Python ints (such calls
+    take the full path, which checks them).  Lists and tuples of the same values give
+    the same key."""
     seqs = _SEQUENCES
     if type(a) not in seqs or type(b) not in seqs or type(c) not in seqs:
         return None
     if d is None:
-        lengths: tuple = (len(a), len(b))
+        n = -1
         flat = (*a, *b, *c)
     elif type(d) in seqs:
-        lengths = (len(a), len(b), len(c))
+        n = len(c)
         flat = (*a, *b, *c, *d)
     else:
         return None
     for i in flat:
         if type(i) is not int:
             return None
-    return lengths, flat
+    return len(a), len(b), n, flat
 
 
 def _layout_key(input, device, stream):
@@ -289,12 +290,11 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
         return None, None
     value_key = ("slice1", layout, ints)
     run = runners.get(value_key)
-    params = (offsets, sizes, strides, output_sizes)
     if run is not None:
         if id_key is not None:
-            runners.put(id_key, (run,) + params)
+            runners.put(id_key, (run, offsets, sizes, strides, output_sizes))
         return None, run
-    return (id_key, value_key, params), None
+    return (id_key, value_key, (offsets, sizes, strides, output_sizes)), None
 
 
 def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream):
