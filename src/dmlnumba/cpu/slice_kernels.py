@@ -113,19 +113,37 @@ def _block(c, r, coords, ndim, row, nr, npl, plane, remaining, pf):
 
 
 @_inline
+def _rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, pst, n, nrows, nplanes, on, line):
+    """The block ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]``, row by
+    row: the one loop nest of every kind of row but ``memcpy``'s and the tiles'.  Each
+    caller's branch passes what it knows as constants (``ss`` and ``ds`` 1 for plain
+    rows, -1 and 1 for reversed ones, 2 to 4 and 1 for 1-byte gathers), so that each
+    inlined copy is a nest of its own kind: positions never negative and unsigned
+    (numba then adds no negative-index handling) and constant strides, which LLVM
+    vectorizes.  ``on``: prefetch the row ``PREFETCH_ROWS`` ahead in the plane
+    (:func:`_prefetch_row`, a call: inlined into each loop nest it multiplied the
+    compile time), by the row stride ``pst`` (a literal where the caller knows it,
+    which the prefetch specialises on; the 1-byte gathers pass the runtime stride)."""
+    u = np.uint64
+    for q in range(nplanes):
+        a = s + q * ps
+        b = d + q * pd
+        for i in range(nrows):
+            if on and i + PREFETCH_ROWS < nrows:
+                _prefetch_row(src, a + PREFETCH_ROWS * rs, pst, n, line)
+            for k in range(n):
+                dst[u(b + k * ds)] = src[u(a + k * ss)]
+            a += rs
+            b += rd
+
+
+@_inline
 def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line):
     """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` for
-    ``ss`` 1 or -1 (contiguous or reversed rows into contiguous rows); ``on``:
-    prefetch the row ``PREFETCH_ROWS`` ahead in the plane (:func:`_prefetch_row`, a
-    call: inlined into each loop nest it multiplied the compile time).
-
-    One loop nest per kind of row, the kind decided once a block, so that short
-    rows cost a few instructions each.  Positions are never negative and are
-    unsigned, which tells numba so (no negative-index handling in the loops): LLVM
-    vectorizes the plain and the reversed copy.  Long contiguous rows go to
-    ``memcpy``.  Each loop passes its row stride to the prefetch as a constant, as the
-    branch it sits in knows it."""
-    u = np.uint64
+    ``ss`` 1 or -1 (contiguous or reversed rows into contiguous rows): one loop nest
+    per kind of row (:func:`_rows`), the kind decided once a block, so that short
+    rows cost a few instructions each; long contiguous rows go to ``memcpy``.  ``on``:
+    prefetch the row ``PREFETCH_ROWS`` ahead, by its stride as a constant."""
     if ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
         for q in range(nplanes):
             a = s + q * ps
@@ -137,27 +155,9 @@ def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, l
                 a += rs
                 b += rd
     elif ss == 1:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, 1, n, line)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a + k)]
-                a += rs
-                b += rd
+        _rows(src, dst, s, d, ps, pd, rs, rd, 1, 1, 1, n, nrows, nplanes, on, line)
     else:
-        for q in range(nplanes):
-            a = s + q * ps
-            b = d + q * pd
-            for i in range(nrows):
-                if on and i + PREFETCH_ROWS < nrows:
-                    _prefetch_row(src, a + PREFETCH_ROWS * rs, -1, n, line)
-                for k in range(n):
-                    dst[u(b + k)] = src[u(a - k)]
-                a += rs
-                b += rd
+        _rows(src, dst, s, d, ps, pd, rs, rd, -1, 1, -1, n, nrows, nplanes, on, line)
 
 
 def _strided_rows(one_byte):
@@ -177,41 +177,14 @@ def _strided_rows(one_byte):
         every element lies on a cache line of its own, with the next rows' elements on
         the same lines (a transposed input), are copied ``TILE`` rows at a time, column
         by column, so that each line read serves them all before it leaves the cache."""
-        u = np.uint64
         if one_byte and ds == 1 and ss == 2:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + 2 * k)]
-                    a += rs
-                    b += rd
+            _rows(src, dst, s, d, ps, pd, rs, rd, 2, 1, ss, n, nrows, nplanes, on, line)
         elif one_byte and ds == 1 and ss == 3:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + 3 * k)]
-                    a += rs
-                    b += rd
+            _rows(src, dst, s, d, ps, pd, rs, rd, 3, 1, ss, n, nrows, nplanes, on, line)
         elif one_byte and ds == 1 and ss == 4:
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + 4 * k)]
-                    a += rs
-                    b += rd
+            _rows(src, dst, s, d, ps, pd, rs, rd, 4, 1, ss, n, nrows, nplanes, on, line)
         elif ds == 1 and tiles:
+            u = np.uint64
             for q in range(nplanes):
                 a0 = s + q * ps
                 b0 = d + q * pd
@@ -224,27 +197,9 @@ def _strided_rows(one_byte):
                             dst[u(b + i * rd + k)] = src[u(a + i * rs)]
                         a += ss
         elif ds == 1:  # other strides (steps, broadcast sources) into contiguous rows
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k)] = src[u(a + k * ss)]
-                    a += rs
-                    b += rd
+            _rows(src, dst, s, d, ps, pd, rs, rd, ss, 1, ss, n, nrows, nplanes, on, line)
         else:  # outputs with gaps or reversed rows (out= arrays)
-            for q in range(nplanes):
-                a = s + q * ps
-                b = d + q * pd
-                for i in range(nrows):
-                    if on and i + PREFETCH_ROWS < nrows:
-                        _prefetch_row(src, a + PREFETCH_ROWS * rs, ss, n, line)
-                    for k in range(n):
-                        dst[u(b + k * ds)] = src[u(a + k * ss)]
-                    a += rs
-                    b += rd
+            _rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, ss, n, nrows, nplanes, on, line)
 
     return copy_strided_rows
 
