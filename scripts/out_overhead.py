@@ -4,7 +4,9 @@ nonzero_coordinates of 1000 float32 elements (50% non-zero) and slice1 of a
 arrays and PyTorch CPU tensors; default calls (window parameters as tuples, and as
 lists for slice1), calls into preallocated outputs of the input's library
 (``out_count=``/``out_coordinates=``, ``out=``), and the peers: ``numpy.argwhere``
-and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing and ``flip``.
+and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing and ``flip``;
+slice_grad of that window's gradient back into (20, 20, 20) (its peer: ``numpy.zeros``
+and an assignment into the window's view).
 Every contender of an operator runs interleaved (:func:`harness.compare`), so the
 ratios printed after them come from one run: ``out`` over the default call of its
 library, ``list`` over ``tuple``, PyTorch's default over NumPy's, and each default
@@ -47,8 +49,10 @@ outs = {
     ),
 }
 inputs = {"numpy": (h, cube), "torch": (t, tc)}
+grads = {"numpy": np.ones((10,) * 3, "f4"), "torch": torch.ones((10,) * 3)}
+grad_outs = {"numpy": np.empty((20,) * 3, "f4"), "torch": torch.empty((20,) * 3)}
 
-nz, sl = {}, {}
+nz, sl, sg = {}, {}, {}
 for tag, m in trees.items():
     for lib, (x, c) in inputs.items():
         oc, ox, os_ = outs[lib]
@@ -58,12 +62,24 @@ for tag, m in trees.items():
         )
         sl[f"{tag}{lib}"] = lambda m=m, c=c: m.slice1(c, *window)
         sl[f"{tag}{lib} out"] = lambda m=m, c=c, os_=os_: m.slice1(c, *window, out=os_)
+        g, go = grads[lib], grad_outs[lib]
+        sg[f"{tag}{lib}"] = lambda m=m, g=g: m.slice_grad(g, (20,) * 3, *window)
+        sg[f"{tag}{lib} out"] = lambda m=m, g=g, go=go: m.slice_grad(g, (20,) * 3, *window, out=go)
         if not tag:
             sl[f"{lib} list"] = lambda c=c: dmlnumba.slice1(c, *as_lists)
 nz["numpy.argwhere"] = lambda: np.argwhere(h)
 nz["torch.nonzero"] = lambda: torch.nonzero(t)
 sl["numpy slice+copy"] = lambda: cube[11:1:-1, 3:13, 4:14].copy()
 sl["torch slice+flip"] = lambda: tc[2:12, 3:13, 4:14].flip(0)
+
+
+def numpy_grad(g=grads["numpy"]):
+    o = np.zeros((20,) * 3, np.float32)
+    o[11:1:-1, 3:13, 4:14] = g
+    return o
+
+
+sg["numpy zeros+assign"] = numpy_grad
 
 ratios = [
     ("numpy out", "numpy"),
@@ -76,6 +92,7 @@ print(f"{args.rounds} interleaved rounds; us a call: median (min-max)")
 for op, cases, peers in (
     ("nonzero_coordinates", nz, {"numpy": "numpy.argwhere", "torch": "torch.nonzero"}),
     ("slice1", sl, {"numpy": "numpy slice+copy", "torch": "torch slice+flip"}),
+    ("slice_grad", sg, {"numpy": "numpy zeros+assign"}),
 ):
     st = harness.compare(cases, args.rounds)
     print(f"{op}:")

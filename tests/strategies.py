@@ -189,6 +189,18 @@ def slice1_reference(x, offsets, sizes, strides, output_sizes=None):
     return x[np.ix_(*idx)]
 
 
+def slice_grad_reference(g, input_shape, offsets, sizes, strides):
+    """SLICE_GRAD straight from the spec: zeros, then each gradient element at the
+    position SLICE1 reads it from (NumPy's fancy-index assignment)."""
+    out = np.zeros(input_shape, g.dtype)
+    idx = []
+    for o, s, t, m in zip(offsets, sizes, strides, g.shape):
+        start = o if t > 0 else o + s - 1
+        idx.append(start + t * np.arange(m))
+    out[np.ix_(*idx)] = g
+    return out
+
+
 @st.composite
 def odd_outs(draw, shape, dtype, kind):
     """A writeable output of ``shape`` with odd strides inside a larger poisoned

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import dmlnumba
 from dmlnumba import keys
 
-from strategies import arrays, bits, slice1_reference, windows
+from strategies import arrays, bits, slice1_reference, slice_grad_reference, windows
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -41,16 +41,25 @@ def _others(x, rng):
 
 def _calls_twice(x, rng, params, make, is_result):
     """slice1, nonzero_coordinates and argwhere on ``make(h)`` for ``x`` and for another
-    input of its layout (the second call takes the runner the first kept): NumPy's
-    answers, every result ``is_result``, the two calls' results of the same dtypes and
-    shapes (argwhere's: its count).  ``(the last input, both calls' results)``."""
+    input of its layout, and slice_grad of ``make`` of the window's values back into
+    ``x``'s shape (the second call takes the runner the first kept): NumPy's answers,
+    every result ``is_result``, the two calls' results of the same dtypes and shapes
+    (argwhere's: its count).  ``(the last input, both calls' results)``."""
     results = []
+    full = params[:3]  # the whole window: slice_grad's gradient has its shape
     for h in (x, _others(x, rng)):
         a = make(h)
         sl = dmlnumba.slice1(a, *params) if h.dtype != bool else None
+        sg = None
+        if h.dtype != bool:
+            g = slice1_reference(h, *full)
+            sg = dmlnumba.slice_grad(make(g), h.shape, *full)
+            np.testing.assert_array_equal(
+                bits(np.asarray(sg)), bits(slice_grad_reference(g, h.shape, *full))
+            )
         count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.uint32)
         arg = dmlnumba.argwhere(a)
-        for r in (count, coords, arg, sl):
+        for r in (count, coords, arg, sl, sg):
             assert r is None or is_result(r)
         want = np.argwhere(h)
         assert int(count[0]) == len(want)
@@ -58,7 +67,7 @@ def _calls_twice(x, rng, params, make, is_result):
         np.testing.assert_array_equal(np.asarray(arg), want)
         if sl is not None:
             np.testing.assert_array_equal(bits(np.asarray(sl)), bits(slice1_reference(h, *params)))
-        results.append((sl, count, coords, arg))
+        results.append((sl, count, coords, arg, sg))
     for i, (r1, r2) in enumerate(zip(*results)):
         if r1 is not None:
             assert r1.dtype == r2.dtype and (i == 3 or r1.shape == r2.shape)
@@ -89,14 +98,22 @@ def test_a_repeat_takes_the_kept_runner():
     w = ((1, 0), (5, 4), (2, -1))
     dmlnumba.slice1(t, *w)
     dmlnumba.nonzero_coordinates(t)
+    g = torch.ones(3, 4)
+    dmlnumba.slice_grad(g, (6, 4), *w)
     assert keys.slice1(t, *w, None, None, None, None)[1] is not None
     assert keys.nonzero("nonzero_coordinates", t, None, np.uint32, None, None, None)[1]
+    assert keys.slice_grad(g, (6, 4), *w, None, None, None)[1] is not None
 
 
 def _check_all(t, w):
-    """slice1, nonzero_coordinates and argwhere of ``t`` against NumPy's answers."""
+    """slice1, nonzero_coordinates and argwhere of ``t``, and slice_grad of ``t`` (as a
+    gradient, into twice its shape) against NumPy's answers."""
     h = t.numpy().copy()
     np.testing.assert_array_equal(dmlnumba.slice1(t, *w).numpy(), slice1_reference(h, *w))
+    back = ((1, 0), t.shape, (1, 1))
+    big = tuple(2 * n for n in t.shape)
+    want = slice_grad_reference(h, big, *back)
+    np.testing.assert_array_equal(dmlnumba.slice_grad(t, big, *back).numpy(), want)
     count, coords = dmlnumba.nonzero_coordinates(t)
     want = np.argwhere(h)
     assert int(count[0]) == len(want)
@@ -204,7 +221,8 @@ def test_tensors_not_read_in_place_take_the_full_path(kind):
 
 
 def test_repeats_into_given_tensors():
-    """Repeats into PyTorch CPU outputs of one layout take the runner the first call
+    """Repeats into PyTorch CPU outputs of one layout (slice_grad's of a tensor
+    gradient too) take the runner the first call
     kept: each writes the caller's tensors (PyTorch's version counter moves, as for
     its in-place ops) and returns them; an ``out=`` that overlaps the input takes the
     full path, which reads the window whole first."""
@@ -212,6 +230,7 @@ def test_repeats_into_given_tensors():
     count = torch.zeros(1, dtype=torch.int64)
     coords = torch.zeros((24, 2), dtype=torch.int64)
     out = torch.full((3, 2), -1.0)
+    back = torch.full((4, 6), -1.0)  # slice_grad's, from out
     w = ((0, 0), (3, 4), (-1, 2))
     for _ in range(3):
         h = np.where(rng.random((4, 6)) < 0.5, rng.standard_normal((4, 6)), 0).astype(np.float32)
@@ -226,8 +245,12 @@ def test_repeats_into_given_tensors():
         np.testing.assert_array_equal(coords.numpy()[: len(want)], want)
         assert dmlnumba.slice1(t, *w, out=out) is out and out._version > v1
         np.testing.assert_array_equal(out.numpy(), h[2::-1, 0:4:2])
+        v2 = back._version
+        assert dmlnumba.slice_grad(out, (4, 6), *w, out=back) is back and back._version > v2
+        np.testing.assert_array_equal(back.numpy(), slice_grad_reference(out.numpy(), (4, 6), *w))
     key = keys.nonzero("nonzero_coordinates", t, None, np.int64, None, None, None, count, coords)
     assert key[1] is not None
+    assert keys.slice_grad(out, (4, 6), *w, back, None, None)[1] is not None
     big = torch.from_numpy(np.arange(48, dtype=np.float32).reshape(8, 6))
     want = big.numpy()[2::-1, 0:4:2].copy()
     assert dmlnumba.slice1(big[:4], *w, out=big[1:4, 1:3]) is not None

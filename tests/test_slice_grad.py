@@ -11,21 +11,19 @@ from hypothesis import strategies as st
 import dmlnumba
 
 from devices import DEVICES, device_view, to_device, to_host
-from strategies import DML_DTYPES, LAYOUTS, bits, check_written, laid_out, odd_outs, values, windows
+from strategies import (
+    DML_DTYPES,
+    LAYOUTS,
+    bits,
+    check_written,
+    laid_out,
+    odd_outs,
+    slice_grad_reference,
+    values,
+    windows,
+)
 
 pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
-
-
-def slice_grad_reference(g, input_shape, offsets, sizes, strides):
-    """SLICE_GRAD straight from the spec: zeros, then each gradient element at the
-    position SLICE1 reads it from (NumPy's fancy-index assignment)."""
-    out = np.zeros(input_shape, g.dtype)
-    idx = []
-    for o, s, t, m in zip(offsets, sizes, strides, g.shape):
-        start = o if t > 0 else o + s - 1
-        idx.append(start + t * np.arange(m))
-    out[np.ix_(*idx)] = g
-    return out
 
 
 def _gradient(data, shape, dtype, offsets, sizes, strides):
@@ -274,19 +272,23 @@ def test_repeats_take_the_kept_runner(device, window):
         assert key[1] is not None  # kept by the first call, found by the repeats
 
 
-@pytest.mark.parametrize("kind", ["numpy", "foreign", "cupy", "torch"])
+@pytest.mark.parametrize("kind", ["numpy", "torch_cpu", "foreign", "cupy", "torch"])
 def test_repeats_into_given_outputs(kind):
     """Repeats into outputs of one layout: apart from the gradient (the runner the
-    first call kept, where the target keeps one: CuPy and PyTorch on CUDA), then
-    overlapping it (the full path, which reads the gradient whole first), then apart
-    again; every result NumPy's."""
-    if kind != "numpy" and "cuda" not in DEVICES:
+    first call kept, where the target keeps one: NumPy and PyTorch on the CPU, CuPy
+    and PyTorch on CUDA), then overlapping it (the full path, which reads the
+    gradient whole first), then apart again; every result NumPy's."""
+    if kind not in ("numpy", "torch_cpu") and "cuda" not in DEVICES:
         pytest.skip("needs CUDA")
     n, w = 40, ((3,), (30,), (-3,))
     m = 10
     buf = np.arange(1, 201, dtype=np.float32)
     if kind == "numpy":
         dbuf, host = buf, lambda: buf
+    elif kind == "torch_cpu":
+        torch = pytest.importorskip("torch")
+        dbuf = torch.from_numpy(buf.copy())
+        host = dbuf.numpy
     elif kind == "foreign":
         dbuf = to_device(buf, "cuda")
         host = lambda: to_host(dbuf)  # noqa: E731
@@ -311,6 +313,10 @@ def test_repeats_into_given_outputs(kind):
             g, out = dbuf[g_at : g_at + m], dbuf[o_at : o_at + n]
         assert dmlnumba.slice_grad(g, (n,), *w, out=out) is out
         np.testing.assert_array_equal(host(), want)
+    if kind in ("numpy", "torch_cpu"):
+        from dmlnumba import keys
+
+        assert keys.slice_grad(g, (n,), *w, out, None, None)[1] is not None  # kept
 
 
 @pytest.mark.parametrize("kind", ["cupy", "torch"])

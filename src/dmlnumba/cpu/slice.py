@@ -67,7 +67,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     for n in out_shape:
         size *= n
     if size == 0:
-        return lambda x: np.empty(out_shape, dtype) if out is None else None
+        return lambda x, *o: np.empty(out_shape, dtype) if out is None else None
     idx = tuple(_numpy_slice(a, t, m) for a, t, m in zip(starts, steps, out_shape))
     _, sbase, sstr = flat_view(x)
     dbase, dstr = 0, c_strides(tuple(out_shape))

@@ -118,10 +118,12 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
     written; none where the window covers the output), or (``out``: the first call's
     checked output) of ``(gradient, out)`` giving ``out`` (zeroed by NumPy), or None
     where the two may share memory; either way slice1's runner then copies into the
-    window's view.  None for other libraries' gradients (their repeats take the full
-    path)."""
+    window's view.  ``lib``: the gradient's library, ``"torch"`` or ``"jax"`` (a CPU
+    tensor or JAX array): the NumPy runner over its memory, its new output given back
+    as the library's array (:func:`~dmlnumba.cpu.views.library_runner`), as slice1's."""
     if lib is not None:
-        return None
+        over_numpy = slice_grad_runner(g, starts, steps, shape, None, out)
+        return library_runner(over_numpy, lib)
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, g.shape)
     idx = tuple(slice(lo, lo + (n - 1) * k + 1, k) for lo, k, n in zip(lows, spacing, g.shape))
     covers = g.size == math.prod(shape)
@@ -144,7 +146,7 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
         if may_share(x, a):
             return None
         if not covers:
-            a[...] = 0
+            a.fill(0)  # (less a call than an assignment of 0)
         copy(x, a[idx])
         if a is not o:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
@@ -161,7 +163,7 @@ def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
 def zero_views(views, stream=None):
     """Every element of each array set to zero bits (+0.0 for floats)."""
     for a in views:
-        a[...] = 0
+        a.fill(0)
 
 
 def strided_view(a, lows, spacing, shape):

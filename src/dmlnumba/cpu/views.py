@@ -188,14 +188,13 @@ def out_view():
 def library_runner(run, lib):
     """A runner of NumPy arrays giving one array (slice1's, argwhere's) as one of the
     CPU arrays of ``lib`` (:func:`library_io`): each input read in place, a new result
-    given back as the library's array, as the full path gives it; the caller's
-    ``out`` (which the runner writes through its memory) as it is, and None (the full
-    path must run) as None."""
+    given back as the library's array, as the full path gives it; with the caller's
+    ``out`` (which the runner writes through its memory), what the runner returns:
+    ``out`` as it is, or None (the full path must run)."""
     ready, read, give = library_io(lib)
-    ndarray = np.ndarray
 
     def go(x, *out):
         r = run(read(x if ready is None else ready(x)), *out)
-        return give(r) if type(r) is ndarray else r
+        return r if out else give(r)
 
     return go
