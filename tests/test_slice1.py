@@ -412,6 +412,27 @@ def test_repeated_calls_with_lists_read_them_again():
         dmlnumba.slice1(x, [0, 0], [4, 6], [1, -2, 4, 2])
 
 
+def test_device_cpu_repeats_take_the_numpy_runner(monkeypatch):
+    """A NumPy call with ``device="cpu"`` finds the runner a call without it kept (the
+    same key), into new arrays and into ``out=``, and gives the window of each input."""
+    from dmlnumba import keys, prepare
+    from dmlnumba.caches import Bounded
+
+    monkeypatch.setattr(keys, "runners", Bounded())
+    full = []
+    real = prepare.slice1
+    monkeypatch.setattr(prepare, "slice1", lambda *a, **k: (full.append(1), real(*a, **k))[1])
+    w = ((1, 0), (3, 6), (-1, 2))
+    out = np.empty((3, 3), np.float32)
+    for k in range(3):
+        x = np.arange(24, dtype=np.float32).reshape(4, 6) * (k + 1)
+        device = "cpu" if k else None
+        np.testing.assert_array_equal(dmlnumba.slice1(x, *w, device=device), x[3:0:-1, ::2])
+        assert dmlnumba.slice1(x, *w, out=out, device=device) is out
+        np.testing.assert_array_equal(out, x[3:0:-1, ::2])
+    assert len(full) == 2  # the first call of each kind
+
+
 @pytest.mark.parametrize("free", [1, 2, 99])
 def test_busy_machine_runs_large_calls_on_the_free_cores(free, monkeypatch):
     """With CPU_LOAD_CHECK on (the default), a call large enough for numba's threads

@@ -352,3 +352,29 @@ def test_repeats_zeroing_box_by_box(kind, given):
             np.testing.assert_array_equal(host(got), slice_grad_reference(g_host, shape, *w))
         key = keys.slice_grad(g, shape, *w, out, None, None)
     assert key[1] is not None  # kept by the first call, found by the repeats
+
+
+def test_repeats_by_tuples_and_lists():
+    """A repeat passing the same tuple objects finds the runner by their identity (the
+    entry holds them); lists are read on every call, so a list changed between two
+    calls gives the new window; the same values split otherwise between the
+    parameters are not the kept call's."""
+    from dmlnumba import keys
+
+    g = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    shape, offsets, sizes, strides = (4, 6), (1, 0), (2, 6), (1, 2)
+    for _ in range(2):
+        got = dmlnumba.slice_grad(g, shape, offsets, sizes, strides)
+        np.testing.assert_array_equal(got, slice_grad_reference(g, shape, offsets, sizes, strides))
+    id_key = ("slice_grad", id(shape), id(offsets), id(sizes), id(strides))
+    held = [v for k, v in keys.runners.items() if k[:5] == id_key]
+    assert len(held) == 1 and held[0][1:] == (shape, offsets, sizes, strides)
+    lists = [list(p) for p in (shape, offsets, sizes, strides)]
+    np.testing.assert_array_equal(dmlnumba.slice_grad(g, *lists), got)
+    lists[3][1] = -2
+    want = slice_grad_reference(g, shape, offsets, sizes, (1, -2))
+    np.testing.assert_array_equal(dmlnumba.slice_grad(g, *lists), want)
+    with pytest.raises(TypeError):
+        dmlnumba.slice_grad(g, shape, offsets, sizes, (1, 2.0))
+    with pytest.raises(ValueError):  # the same values, one moved from sizes to offsets
+        dmlnumba.slice_grad(g, shape, (1, 0, 2), (6,), strides)

@@ -42,7 +42,9 @@ def slice1(
     Raises TypeError for arguments of the wrong type and ValueError for bad
     values, before anything is written.
     """
-    key, run = keys.slice1(input, offsets, sizes, strides, output_sizes, out, device, stream)
+    key, run = keys.window(
+        "slice1", input, offsets, sizes, strides, output_sizes, out, device, stream
+    )
     if run is not None:
         if out is None:
             return run(input)
@@ -77,7 +79,7 @@ def slice_grad(
     written and returned.  ``device`` and ``stream`` as for :func:`slice1`.
     """
     args = (input_gradient, input_shape, offsets, sizes, strides, out, device, stream)
-    key, run = keys.slice_grad(*args)
+    key, run = keys.window("slice_grad", *args)
     if run is not None:
         if out is None:
             return run(input_gradient)

@@ -8,11 +8,12 @@ next call).  A repeat of such a call finds the runner here and skips validation 
 layout work.  Parameters are keys only when they are tuples or lists of Python ints
 (so that 1.0 or True never stands for 1).
 
-Each key function (:func:`slice1`, :func:`nonzero`, also argwhere's) returns ``(key,
-runner)``: the key a new runner is kept under (None: the call keeps none) and the
-runner kept there, or None.  The API passes the key on to the prepare step, which
-asks nothing twice.  Part of the prepare step: it asks which library an input
-belongs to, and first whether PyTorch traces the call (:func:`traced`).
+Each key function (:func:`window`, slice1's and slice_grad's; :func:`nonzero`, also
+argwhere's) returns ``(key, runner)``: the key a new runner is kept under (None: the
+call keeps none) and the runner kept there, or None.  The API passes the key on to
+the prepare step, which asks nothing twice.  Part of the prepare step: it asks which
+library an input belongs to, and first whether PyTorch traces the call
+(:func:`traced`).
 """
 
 import sys
@@ -25,8 +26,8 @@ from .arrays import current_cupy_device, library
 from .caches import Bounded
 from .traced import traced
 
-#: Runners by key: slice1's id keys hold ``(runner, offsets, sizes, strides,
-#: output_sizes)`` (see :func:`_slice1_id_key`), every other key the runner.
+#: Runners by key: the window calls' id keys hold ``(runner, *parameters)`` (see
+#: :func:`window`), every other key the runner.
 runners = Bounded()
 
 _ndarray = np.ndarray
@@ -230,12 +231,14 @@ def nonzero(
         return None, None
 
 
-def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
-    """``(key, runner)`` of a slice1 call: the runner a function of the input (of
-    ``(input, out)`` with ``out``: ``out`` where it wrote, None where ``out`` may
-    overlap the input and the full path must run).  The key, for the prepare step:
-    ``(id_key, value_key, params)``, the id key None where it does not apply;
-    :data:`TRACED` for a traced call.
+def window(op, input, a, b, c, d, out, device, stream):
+    """``(key, runner)`` of a window call: slice1's (``op``), whose parameters ``a, b, c,
+    d`` are offsets, sizes, strides and output_sizes (or None), or slice_grad's (the
+    input is the gradient; input_shape, offsets, sizes and strides).  The runner a
+    function of the input (of ``(input, out)`` with ``out``: ``out`` where it wrote,
+    None where ``out`` may overlap the input and the full path must run).  The key,
+    for the prepare step: ``(id_key, value_key, params)``, the id key None where it
+    does not apply; :data:`TRACED` for a traced call (or one autograd records).
 
     The layout part of both keys: a NumPy array's dtype, shape and strides on the
     CPU (a NumPy ``out``'s too, with its writeable flag), otherwise the input's
@@ -248,7 +251,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
     parameters' values (the value key)."""
     if (
         type(input) is _ndarray
-        and device is None
+        and (device is None or device == "cpu")
         and stream is None
         and (out is None or type(out) is _ndarray)
     ):  # NumPy on the CPU, the common repeated call (a NumPy out is never traced)
@@ -269,7 +272,11 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
                 ow,
             )
     else:  # a NumPy out is never traced (asked of the others only)
-        if traced(input, None if type(out) is _ndarray else out, grad=True):
+        if (
+            traced(input, grad=True)
+            if out is None or type(out) is _ndarray
+            else traced(input, out, grad=True)
+        ):
             return TRACED, None
         # The input's layout first: an input that keeps no runner (a dask array)
         # pays for no more; an output's layout last, as nonzero's.
@@ -279,43 +286,33 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
             return None, None
         layout = (layout,) + outs
     id_key: Any = None
-    if type(offsets) is tuple and type(sizes) is tuple and type(strides) is tuple:
-        if output_sizes is None or type(output_sizes) is tuple:
-            id_key = ("slice1", id(offsets), id(sizes), id(strides), id(output_sizes), layout)
+    if type(a) is tuple and type(b) is tuple and type(c) is tuple:
+        if d is None or type(d) is tuple:
+            id_key = (op, id(a), id(b), id(c), id(d), layout)
             run = runners.get(id_key)
             if run is not None:
                 return None, run[0]
-    ints = _int_params(offsets, sizes, strides, output_sizes)
+    ints = _int_params(a, b, c, d)
     if ints is None:
         return None, None
-    value_key = ("slice1", layout, ints)
+    value_key = (op, layout, ints)
     run = runners.get(value_key)
     if run is not None:
         if id_key is not None:
-            runners.put(id_key, (run, offsets, sizes, strides, output_sizes))
+            runners.put(id_key, (run, a, b, c, d))
         return None, run
-    return (id_key, value_key, (offsets, sizes, strides, output_sizes)), None
+    return (id_key, value_key, (a, b, c, d)), None
+
+
+def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
+    """slice1's ``(key, runner)`` (:func:`window`)."""
+    return window("slice1", input, offsets, sizes, strides, output_sizes, out, device, stream)
 
 
 def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream):
-    """``(key, runner)`` of a slice_grad call (see :func:`slice1`): calls whose
-    gradient keeps a runner (its layout, :func:`_layout_key`), whose shape and window
-    are tuples or lists of Python ints, with the layout of ``out`` where one is given
-    (:func:`out_layout`; its runner then a function of ``(gradient, out)``, None where
-    the full path must run); :data:`TRACED` for a traced call (or one autograd
-    records)."""
-    if out is None or type(out) is _ndarray:  # (a NumPy out is never traced: not asked)
-        if traced(grad, grad=True):
-            return TRACED, None
-    elif traced(grad, out, grad=True):
-        return TRACED, None
-    layout = _layout_key(grad, device, stream)
-    ints = _int_params(input_shape, offsets, sizes, strides) if layout is not None else None
-    outs = out_layout(out) if ints is not None else None
-    if outs is None:
-        return None, None
-    key = ("slice_grad", layout, ints) + outs
-    return key, runners.get(key)
+    """slice_grad's ``(key, runner)`` (:func:`window`): the gradient's layout and
+    ``out``'s, the shape and the window as slice1's parameters are."""
+    return window("slice_grad", grad, input_shape, offsets, sizes, strides, out, device, stream)
 
 
 def keeper(key):
@@ -326,9 +323,10 @@ def keeper(key):
     return lambda run: runners.put(key, run)
 
 
-def slice1_keeper(key):
-    """The function that keeps a new slice1 runner under ``key`` (:func:`slice1`'s):
-    under its value key, and under its id key with the parameter tuples it holds."""
+def window_keeper(key):
+    """The function that keeps a new slice1 or slice_grad runner under ``key``
+    (:func:`window`'s): under its value key, and under its id key with the parameter
+    tuples it holds."""
     if key is None or key is TRACED:
         return None
     id_key, value_key, params = key

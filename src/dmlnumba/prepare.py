@@ -109,7 +109,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, ke
         return Call(f, input, lib, adapter("dask"), device=device, args=args)
     window = dispatch.slice1_window(offsets, sizes, strides, output_sizes)
     c = dispatch.window_call(f, input, "input", window, out, device, stream, lib, key)
-    c.keep = keys.slice1_keeper(c.key)
+    c.keep = keys.window_keeper(c.key)
     return c
 
 
@@ -138,7 +138,7 @@ def slice_grad(
         )
     window = dispatch.slice_grad_window(input_shape, offsets, sizes, strides)
     c = dispatch.window_call(f, grad, "input_gradient", window, out, device, stream, lib, key)
-    c.keep = keys.keeper(c.key)
+    c.keep = keys.window_keeper(c.key)
     return c
 
 
