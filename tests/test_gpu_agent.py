@@ -44,6 +44,34 @@ def _values(rng, n, bits, density):
     return x
 
 
+def test_local_array_cuda_holds_what_each_thread_writes():
+    """``warp.local_array`` (a thread's array without numba-cuda's zero fill): each
+    thread's items, written at indices known only at run time, read back as written,
+    for every integer width the kernels use."""
+    from dmlnumba.gpu.warp import local_array
+
+    def kernel_of(ty):
+        @cuda.jit
+        def kernel(out, k):
+            a = local_array(8, ty)
+            t = cuda.threadIdx.x
+            for i in range(k):  # a run-time bound: the array stays in local memory
+                a[(i + t) % k] = ty(t + i)
+            s = 0
+            for i in range(k):
+                s += int64(a[i]) * (i + 1)
+            out[t] = s
+
+        return kernel
+
+    for ty in (uint32, int64, types.uint8, types.uint16, types.uint64):
+        out = cuda.device_array(64, np.int64)
+        kernel_of(ty)[1, 64](out, 8)
+        t = np.arange(64)
+        want = sum((t + i) * ((i + t) % 8 + 1) for i in range(8))
+        np.testing.assert_array_equal(out.copy_to_host(), want)
+
+
 # ------------------------------------------------------------------ count pass
 
 

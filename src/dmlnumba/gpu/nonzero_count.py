@@ -12,7 +12,7 @@ runs each in a small kernel of its own.
 from numba import cuda, int64, uint32, uint64
 
 from .indexmath import advance, is_nonzero, offset, unravel
-from .warp import agent, all_lanes, ballot, load16, shfl_down
+from .warp import agent, all_lanes, ballot, load16, local_array, shfl_down
 
 #: 16-byte loads each lane has in flight in the vector count.
 VECTOR_LOADS = 4
@@ -172,7 +172,7 @@ def count_strided(src, off, e, c_last, it, items, total, mask, masks, m0, lane, 
     last = ndim - 1
     n_last = shape[last]
     s_last = strides[last]
-    bal = cuda.local.array(STRIDED_LOADS, uint32)
+    bal = local_array(STRIDED_LOADS, uint32)  # (each ballot written before it is read)
     S = STRIDED_LOADS
     n = int64(0)
     while it < items:
@@ -232,7 +232,7 @@ def count_transposed(src, src_base, mask, masks, tile, warp, nwarps, lane, g, ro
     k = lane // U
     here = q0 + i < rows
     row = src_base + offset(coords, strides, ndim) + i  # rows one element apart
-    bal = cuda.local.array(STRIDED_LOADS, uint32)
+    bal = local_array(STRIDED_LOADS, uint32)  # (each ballot written before it is read)
     # The multiply that gathers a row's C bits of a ballot (U >= C): bits kk * U to
     # top + kk, top = (C - 1) * (U - 1).
     top = (C - 1) * (U - 1)

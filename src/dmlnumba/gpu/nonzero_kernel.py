@@ -41,7 +41,7 @@ from .policy import (
     SPARSE_OF,
     STAGE_WORDS,
 )
-from .warp import agent, item_bits, warp_sum
+from .warp import agent, item_bits, local_array, warp_sum
 
 #: Slots of the parameter block, and its copy into shared memory.
 copy_rows = cuda.jit(device=True)(rows_copier(P))
@@ -175,14 +175,15 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         tile_info = cuda.shared.array(1, int64)
         masks = cuda.shared.array(MAX_MASKS_TRANSPOSED if transposed else MAX_MASKS, uint32)
         stage = cuda.shared.array(stage_words, uint32)
-        coords = cuda.local.array(MAXD, int64)  # the odometer
+        coords = local_array(MAXD, int64)  # the odometer (written before it is read)
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
         nwarps = cuda.blockDim.x >> 5
         # The layout and the write pass's divisors, one copy per block in shared
-        # memory: numba zero-fills a cuda.local.array at kernel entry, so local copies
-        # cost every thread their size in local-memory stores (docs/PERFORMANCE.md).
+        # memory: a copy per thread costs every thread its size in local-memory stores
+        # (docs/PERFORMANCE.md).  The thread's own arrays (the odometer, the strided
+        # loads) are warp.local_array's, without numba-cuda's zero fill.
         dshape = cuda.shared.array(MAXD, int64)
         dmagic = cuda.shared.array(MAXD, int64)
         dshift = cuda.shared.array(MAXD, int64)
@@ -199,7 +200,7 @@ def make_nonzero(V, item, narrow=False, staged=0, transposed=0, *, regs=0):
         m0 = warp * items
 
         # 1. Count.
-        v = cuda.local.array(STRIDED_LOADS, item)  # count_strided's or count_transposed's loads
+        v = local_array(STRIDED_LOADS, item)  # count_strided's or count_transposed's loads
         if transposed:
             n = count_rows(
                 src, src_base, total, items, mask, masks, tile, warp, nwarps, lane, g, transposed, v

@@ -107,6 +107,11 @@ if SIM:
         control flow."""
         _warp_barrier(cuda, cuda.threadIdx.x >> 5).wait(timeout=600)
 
+    @cuda.jit(device=True)
+    def local_array(n, dtype):
+        """``cuda.local.array`` itself (a simulated thread's array is NumPy's)."""
+        return cuda.local.array(n, dtype)
+
     def _warp_barrier(launch, w):
         with _barriers_lock:
             per = _barriers.get(launch)
@@ -222,6 +227,39 @@ else:
             return builder.call(load, [ptr])
 
         return sig, codegen
+
+    @_intrinsic
+    def local_array(typingctx, n, dtype):
+        """A thread's array of ``n`` (a constant) items of the numba type ``dtype``, as
+        ``cuda.local.array`` makes one (in registers where its indices are constants,
+        else in local memory) but without its zero fill: numba-cuda stores zeros over
+        every local array at kernel entry, and where an array stays in local memory
+        that is a store of its whole size by every thread, which reaches L2 and DRAM
+        as write traffic beside a streaming kernel's reads (docs/PERFORMANCE.md).  For
+        arrays whose every item is written before it is read."""
+        count = getattr(n, "literal_value", None)
+        item = getattr(dtype, "instance_type", None)
+        if type(count) is not int or count < 1 or not isinstance(item, _types.Integer):
+            return None  # (numba tries again with the literal count)
+        arrty = _types.Array(item, 1, "C")
+
+        def codegen(context, builder, signature, args):
+            llitem = context.get_data_type(item)
+            with builder.goto_entry_block():  # as cuda.local.array's, less the store
+                ptr = builder.alloca(_ir.ArrayType(llitem, count))
+            ary = context.make_array(arrty)(context, builder)
+            size = context.get_constant(_types.intp, item.bitwidth // 8)
+            context.populate_array(
+                ary,
+                data=builder.bitcast(ptr, ary.data.type),
+                shape=[context.get_constant(_types.intp, count)],
+                strides=[size],
+                itemsize=size,
+                meminfo=None,
+            )
+            return ary._getvalue()
+
+        return arrty(n, dtype), codegen
 
     @_generic_intrinsic
     def item_bits(typingctx, ptr):
