@@ -242,13 +242,14 @@ else:
         if type(count) is not int or count < 1 or not isinstance(item, _types.Integer):
             return None  # (numba tries again with the literal count)
         arrty = _types.Array(item, 1, "C")
+        width = np.dtype(str(item)).itemsize  # (the numba type's name is NumPy's)
 
         def codegen(context, builder, signature, args):
             llitem = context.get_data_type(item)
             with builder.goto_entry_block():  # as cuda.local.array's, less the store
                 ptr = builder.alloca(_ir.ArrayType(llitem, count))
             ary = context.make_array(arrty)(context, builder)
-            size = context.get_constant(_types.intp, item.bitwidth // 8)
+            size = context.get_constant(_types.intp, width)
             context.populate_array(
                 ary,
                 data=builder.bitcast(ptr, ary.data.type),
