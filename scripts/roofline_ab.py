@@ -1,0 +1,57 @@
+"""A/B of the CUDA nonzero kernel at the read roofline: CUDA graph replays of
+``nonzero_coordinates`` into preallocated PyTorch outputs, this tree (``new``) beside
+an older one (``old``, :func:`harness.old_tree`) and ``torch.sum`` of the same input,
+interleaved (21 rounds, CUDA events, median (min-max) us, then each one's read speed
+as a share of torch.sum's).  float32 inputs, 1-d and ``(n / 4096, 64, 64)``: 2**26,
+2**28 and 2**30 at 1%, 2**28 at 50% and 99%.  The two trees' coordinates are compared.
+
+    python3 scripts/roofline_ab.py --old REF
+"""
+
+import argparse
+import functools
+
+import harness
+import torch
+
+import dmlnumba
+from dmlnumba.bench_roofline import _event_time
+from dmlnumba.bench_timing import interleaved
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--old", required=True, help="the older tree: a commit or a directory")
+args = ap.parse_args()
+old = harness.old_tree(args.old)
+clock = functools.partial(_event_time, torch=torch)
+for k, d in [(26, 0.01), (28, 0.01), (30, 0.01), (28, 0.5), (28, 0.99)]:
+    n = 1 << k
+    for shape in ((n,), (n // 4096, 64, 64)):
+        x = torch.empty(shape, device="cuda")
+        x.uniform_()
+        x[x >= d] = 0
+        nnz = int(torch.count_nonzero(x))
+        fns, keep = {}, []
+        for tag, m in (("new", dmlnumba), ("old", old)):
+            count = torch.empty(1, dtype=torch.uint32, device="cuda")
+            coords = torch.empty((n, len(shape)), dtype=torch.uint32, device="cuda")
+            m.nonzero_coordinates(x, out_count=count, out_coordinates=coords)  # compiled
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                m.nonzero_coordinates(x, out_count=count, out_coordinates=coords)
+            g.replay()
+            torch.cuda.synchronize()
+            assert int(count[0]) == nnz, tag
+            keep.append((g, count, coords))
+            fns[tag] = g.replay
+        assert torch.equal(keep[0][2][:nnz], keep[1][2][:nnz])
+        fns["torch.sum"] = lambda x=x: torch.sum(x)
+        med = interleaved(fns, 21, warmup=2, clock=clock)
+        line = f"2**{k} {'x'.join(map(str, shape)):>16s} {round(d * 100):2d}%:"
+        for name in fns:
+            lo, hi = med.spread[name]
+            share = med["torch.sum"] / med[name] * 100
+            line += f"  {name} {med[name] * 1e6:.1f} ({lo * 1e6:.1f}-{hi * 1e6:.1f}) {share:.1f}%"
+        print(line, flush=True)
+        del keep, fns, x
+        torch.cuda.empty_cache()
