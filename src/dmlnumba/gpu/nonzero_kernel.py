@@ -79,10 +79,13 @@ def count_span(src, src_base, total, items, mask, masks, tile, nwarps, lane, e0,
             src, src_base, total, items, mask, masks, m0, e0 - lane + lane * V, full, lane, V
         )
         n = warp_sum(n)
-    e = e0 + it * 32
-    unravel(e, dshape, ndim, coords)
-    off = src_base + offset(coords, dstrides, ndim)
-    n += count_strided(src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g, v)
+    if it < items:  # (warp-uniform) steps left: the odometer, in local memory, only here
+        e = e0 + it * 32
+        unravel(e, dshape, ndim, coords)
+        off = src_base + offset(coords, dstrides, ndim)
+        n += count_strided(
+            src, off, e, coords[ndim - 1], it, items, total, mask, masks, m0, lane, g, v
+        )
     return n
 
 
