@@ -431,6 +431,15 @@ def test_device_cpu_repeats_take_the_numpy_runner(monkeypatch):
         assert dmlnumba.slice1(x, *w, out=out, device=device) is out
         np.testing.assert_array_equal(out, x[3:0:-1, ::2])
     assert len(full) == 2  # the first call of each kind
+    # An out of the kept layout that overlaps the input: the window as it was before
+    # the write; bad parameters: the full path's errors.
+    buf = np.arange(40, dtype=np.float32)
+    x, o = buf[:24].reshape(4, 6), buf[15:24].reshape(3, 3)
+    want = x[3:0:-1, ::2].copy()
+    assert dmlnumba.slice1(x, *w, out=o, device="cpu") is o
+    np.testing.assert_array_equal(o, want)
+    with pytest.raises(TypeError, match="strides"):
+        dmlnumba.slice1(x, (1, 0), (3, 6), (-1, 2.0), device="cpu")
 
 
 @pytest.mark.parametrize("free", [1, 2, 99])

@@ -378,3 +378,30 @@ def test_repeats_by_tuples_and_lists():
         dmlnumba.slice_grad(g, shape, offsets, sizes, (1, 2.0))
     with pytest.raises(ValueError):  # the same values, one moved from sizes to offsets
         dmlnumba.slice_grad(g, shape, (1, 0, 2), (6,), strides)
+
+
+def test_torch_cpu_repeats_keep_pytorchs_rules():
+    """A PyTorch CPU gradient's repeats (the runner kept over its memory) into PyTorch
+    CPU outputs: each write moves the output's version counter; an inference tensor
+    or an output that requires grad, of the kept layout, is refused as the first
+    call would refuse it, with nothing written."""
+    torch = pytest.importorskip("torch")
+    from dmlnumba import keys
+
+    w = ((1,), (3,), (-1,))
+    g = torch.arange(1.0, 4.0)
+    out = torch.full((6,), 9.0)
+    for _ in range(2):
+        v = out._version
+        assert dmlnumba.slice_grad(g, (6,), *w, out=out) is out and out._version > v
+        assert out.tolist() == [0.0, 3.0, 2.0, 1.0, 0.0, 0.0]
+    assert keys.slice_grad(g, (6,), *w, out, None, None)[1] is not None
+    with torch.inference_mode():
+        inf = torch.full((6,), 9.0)
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): out is an inference tensor"):
+        dmlnumba.slice_grad(g, (6,), *w, out=inf)
+    assert inf.tolist() == [9.0] * 6
+    rg = torch.full((6,), 9.0, requires_grad=True)
+    with pytest.raises(TypeError, match=r"^slice_grad\(\): out requires grad"):
+        dmlnumba.slice_grad(g, (6,), *w, out=rg)
+    assert rg.tolist() == [9.0] * 6
