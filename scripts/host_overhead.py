@@ -12,8 +12,10 @@ rounds, and an ``out`` line its time over the default call's.  The last line is 
 empty synchronized call (synchronize, nothing, synchronize): the floor under any GPU
 time the benchmark reports.  ``--profile NAME`` prints cProfile's top entries for one
 (a contender's name, or torch, cupy, numba, numpy for the default nonzero calls).
+``--old REF`` adds an older tree's default nonzero and slice1 calls and its PyTorch
+``out`` calls (:func:`harness.old_tree`), named "old ...", each ratio over the old.
 
-    python3 scripts/host_overhead.py [--rounds 7] [--profile "PyTorch out"]
+    python3 scripts/host_overhead.py [--rounds 7] [--old REF] [--profile "PyTorch out"]
 """
 
 import argparse
@@ -32,6 +34,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=7)
 ap.add_argument("--calls", type=int, default=1000)
 ap.add_argument("--profile")
+ap.add_argument("--old")
 args = ap.parse_args()
 
 rng = np.random.default_rng(0)
@@ -87,6 +90,21 @@ for k, (oc, ox) in outs.items():
     c, w = cubes[k], windows[k]
     cases[f"{k} slice1"] = lambda c=c: dmlnumba.slice1(c, *params)
     cases[f"{k} slice1 out"] = lambda c=c, w=w: dmlnumba.slice1(c, *params, out=w)
+if args.old:
+    m = harness.old_tree(args.old)
+    oc, ox = outs["PyTorch"]
+    olds = {
+        "PyTorch": lambda: m.nonzero_coordinates(xt),
+        "CuPy": lambda: m.nonzero_coordinates(xc),
+        "numba": lambda: m.nonzero_coordinates(xn),
+        'NumPy, device="cuda"': lambda: m.nonzero_coordinates(h, device="cuda"),
+        "PyTorch out": lambda: m.nonzero_coordinates(xt, out_count=oc, out_coordinates=ox),
+    }
+    for k in inputs:
+        c, w = cubes[k], windows[k]
+        olds[f"{k} slice1"] = lambda c=c: m.slice1(c, *params)
+    olds["PyTorch slice1 out"] = lambda: m.slice1(cubes["PyTorch"], *params, out=windows["PyTorch"])
+    cases.update({f"old {k}": f for k, f in olds.items()})
 times = harness.compare(cases, args.rounds, sync=torch.cuda.synchronize, calls=args.calls)
 empty = harness.compare({"": lambda: None}, 30, sync=torch.cuda.synchronize, calls=1)[""]
 print(
@@ -96,12 +114,15 @@ print(
 for k, v in times.items():
     base = times.get(k[:-4]) if k.endswith(" out") else None
     ratio = f"  out/default {v.median / base.median:.2f}" if base else ""
+    if f"old {k}" in times:
+        ratio += f"  new/old {v.median / times[f'old {k}'].median:.2f}"
     print(f"  {k:24s} {v.fmt('us')}{ratio}")
 print(
     f"  {'sync, nothing, sync':24s} {empty.fmt('us')}  (30 times: the floor of a synchronized call)"
 )
 static = times["torch.nonzero_static"].median
 over = [k for k in times if not k.endswith(" out") and "torch." not in k and "graph" not in k]
+over = [k for k in over if not k.startswith("old ")]
 shown = "  ".join(f"{k} {times[k].median / static:.2f}" for k in over)
 print(f"  over torch.nonzero_static: {shown}")
 if args.profile:

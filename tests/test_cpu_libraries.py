@@ -100,9 +100,9 @@ def test_a_repeat_takes_the_kept_runner():
     dmlnumba.nonzero_coordinates(t)
     g = torch.ones(3, 4)
     dmlnumba.slice_grad(g, (6, 4), *w)
-    assert keys.slice1(t, *w, None, None, None, None)[1] is not None
+    assert keys.window("slice1", t, *w, None, None, None, None)[1] is not None
     assert keys.nonzero("nonzero_coordinates", t, None, np.uint32, None, None, None)[1]
-    assert keys.slice_grad(g, (6, 4), *w, None, None, None)[1] is not None
+    assert keys.window("slice_grad", g, (6, 4), *w, None, None, None)[1] is not None
 
 
 def _check_all(t, w):
@@ -142,7 +142,7 @@ def test_a_repeat_reads_the_tensors_memory_as_it_is_now():
     _check_all(t, w)
     t.data = values()
     _check_all(t, w)
-    assert keys.slice1(t, *w, None, None, None, None)[1] is not None
+    assert keys.window("slice1", t, *w, None, None, None, None)[1] is not None
 
 
 def test_repeats_write_the_outputs_memory_as_it_is_now():
@@ -178,7 +178,7 @@ def test_repeats_write_the_outputs_memory_as_it_is_now():
             assert not any(m.any() for m in left)
         for m in where:
             m.zero_()
-    assert keys.slice1(t, *w, None, outs[0], None, None)[1] is not None
+    assert keys.window("slice1", t, *w, None, outs[0], None, None)[1] is not None
 
 
 def test_tensors_on_other_devices_take_the_full_path():
@@ -250,7 +250,7 @@ def test_repeats_into_given_tensors():
         np.testing.assert_array_equal(back.numpy(), slice_grad_reference(out.numpy(), (4, 6), *w))
     key = keys.nonzero("nonzero_coordinates", t, None, np.int64, None, None, None, count, coords)
     assert key[1] is not None
-    assert keys.slice_grad(out, (4, 6), *w, back, None, None)[1] is not None
+    assert keys.window("slice_grad", out, (4, 6), *w, back, None, None)[1] is not None
     big = torch.from_numpy(np.arange(48, dtype=np.float32).reshape(8, 6))
     want = big.numpy()[2::-1, 0:4:2].copy()
     assert dmlnumba.slice1(big[:4], *w, out=big[1:4, 1:3]) is not None

@@ -78,7 +78,7 @@ def _nonzero_kept(x, oc, ox):
 
 
 def _slice_kept(x, params, out):
-    return keys.slice1(x, *params, None, out, None, None)[1]
+    return keys.window("slice1", x, *params, None, out, None, None)[1]
 
 
 def _values(n, seed):

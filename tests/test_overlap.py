@@ -328,7 +328,7 @@ def test_slice1_overlap_cached_runner(monkeypatch):
         _slice_once(rng, case, params)
         buf = np.empty(case.nbytes, np.uint8)
         x, out = view(buf, case.x), view(buf, case.out)
-        assert keys.slice1(x, *params, out, None, None)[1] is not None
+        assert keys.window("slice1", x, *params, out, None, None)[1] is not None
         _slice_once(rng, case, params)
         n += 1
     assert n >= CALLS

@@ -268,7 +268,7 @@ def test_repeats_take_the_kept_runner(device, window):
         np.testing.assert_array_equal(results[-1], slice_grad_reference(g, shape, *window))
     assert not np.shares_memory(results[0], results[1])
     if device == "cpu":
-        key = keys.slice_grad(g, shape, *window, None, device, None)
+        key = keys.window("slice_grad", g, shape, *window, None, device, None)
         assert key[1] is not None  # kept by the first call, found by the repeats
 
 
@@ -316,7 +316,7 @@ def test_repeats_into_given_outputs(kind):
     if kind in ("numpy", "torch_cpu"):
         from dmlnumba import keys
 
-        assert keys.slice_grad(g, (n,), *w, out, None, None)[1] is not None  # kept
+        assert keys.window("slice_grad", g, (n,), *w, out, None, None)[1] is not None  # kept
 
 
 @pytest.mark.parametrize("kind", ["cupy", "torch"])
@@ -350,7 +350,7 @@ def test_repeats_zeroing_box_by_box(kind, given):
             got = dmlnumba.slice_grad(g, shape, *w, out=out)
             assert got is out or not given
             np.testing.assert_array_equal(host(got), slice_grad_reference(g_host, shape, *w))
-        key = keys.slice_grad(g, shape, *w, out, None, None)
+        key = keys.window("slice_grad", g, shape, *w, out, None, None)
     assert key[1] is not None  # kept by the first call, found by the repeats
 
 
@@ -395,7 +395,7 @@ def test_torch_cpu_repeats_keep_pytorchs_rules():
         v = out._version
         assert dmlnumba.slice_grad(g, (6,), *w, out=out) is out and out._version > v
         assert out.tolist() == [0.0, 3.0, 2.0, 1.0, 0.0, 0.0]
-    assert keys.slice_grad(g, (6,), *w, out, None, None)[1] is not None
+    assert keys.window("slice_grad", g, (6,), *w, out, None, None)[1] is not None
     with torch.inference_mode():
         inf = torch.full((6,), 9.0)
     with pytest.raises(ValueError, match=r"^slice_grad\(\): out is an inference tensor"):

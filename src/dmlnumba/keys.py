@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import config
+from . import traced as _tr
 from .arrays import current_cupy_device, library
 from .caches import Bounded
 from .traced import traced
@@ -92,24 +93,9 @@ def _layout_key(input, device, stream):
         return None
     lib = library(input)
     if lib == "torch":
-        if input.is_neg() or input.is_conj():
-            return None
-        if input.is_cpu:  # its runner reads its memory (Tensor.numpy): plain ones
-            if input.requires_grad or input.layout is not _modules["torch"].strided:
-                return None
-            return (tp, input.dtype, input.shape, input.stride(), config.GENERATION)
-        if not input.is_cuda:  # (meta tensors, other devices: the full path says why)
-            return None
-        return (
-            tp,
-            input.dtype,
-            input.shape,
-            input.stride(),
-            input.get_device(),
-            input.requires_grad,
-            input.layout,
-            config.GENERATION,
-        )
+        global _Tensor
+        _Tensor = _modules["torch"].Tensor  # (the next plain tensor's key: _fast_key)
+        return _torch_layout(input, tp, input.requires_grad)
     if lib == "jax":  # on one device: the CPU, or a GPU (its runner keyed per GPU)
         devices = input.devices()
         if len(devices) != 1:
@@ -119,11 +105,9 @@ def _layout_key(input, device, stream):
         where = -1 if d.platform == "cpu" else d.id
         return (tp, input.dtype, input.shape, where, x64, config.GENERATION)
     if lib == "cupy":
-        # A runner allocates on CuPy's current device: other devices take the full path.
-        dev = input.data.device_id
-        if dev != current_cupy_device():
-            return None
-        return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
+        global _Cupy
+        _Cupy = _modules["cupy"].ndarray  # (the next plain array's key: _fast_key)
+        return _cupy_layout(input, tp)
     if lib == "numba":
         # The device of the array's numba context (a runner is made only where that is
         # its memory's, see gpu.target._fast_ok).
@@ -133,6 +117,73 @@ def _layout_key(input, device, stream):
             return None
         return (tp, input.dtype, input.shape, input.strides, dev, config.GENERATION)
     return None
+
+
+def _torch_layout(t, tp, rg):
+    """A PyTorch tensor's layout key (``tp``: its type, ``rg``: ``requires_grad``):
+    None where no runner reads it: a lazily negated one, a CPU one that requires grad
+    or is not strided (a runner reads its memory: ``Tensor.numpy``), one on neither
+    the CPU nor CUDA (meta tensors, other devices: the full path says why).  Not its
+    conjugate bit: only complex tensors carry one, and no runner is kept for a
+    complex dtype (the full path refuses it)."""
+    if t.is_neg():
+        return None
+    if t.is_cpu:
+        if rg or t.layout is not _modules["torch"].strided:
+            return None
+        return (tp, t.dtype, t.shape, t.stride(), config.GENERATION)
+    if not t.is_cuda:
+        return None
+    return (tp, t.dtype, t.shape, t.stride(), t.get_device(), rg, t.layout, config.GENERATION)
+
+
+def _cupy_layout(x, tp):
+    """A CuPy array's layout key: None off CuPy's current device (a runner allocates
+    there: other devices take the full path)."""
+    dev = x.data.device_id
+    if dev != current_cupy_device():
+        return None
+    return (tp, x.dtype, x.shape, x.strides, dev, config.GENERATION)
+
+
+#: ``torch.Tensor`` and ``cupy.ndarray`` once a call has read one of each (None before):
+#: a call on one of exactly these types asks :func:`_fast_key` alone, in place of
+#: ``traced`` and :func:`_layout_key`.
+_Tensor: Any = None
+_Cupy: Any = None
+
+
+def _fast(input, out, device, stream):
+    """Whether :func:`_fast_key` answers for this call: a plain PyTorch tensor or CuPy
+    array, no device or stream, and ``out`` None, a NumPy array or of the input's type."""
+    tp = type(input)
+    return (
+        (tp is _Tensor or tp is _Cupy)
+        and device is None
+        and stream is None
+        and (out is None or type(out) is tp or type(out) is _ndarray)
+    )
+
+
+def _fast_key(x, out, grad):
+    """``traced(x, out, grad=grad)`` and ``_layout_key(x, None, None)`` in one, for the
+    calls :func:`_fast` names: :data:`TRACED`, the layout, or None (no runner); the
+    same questions without ``traced``'s and the library lookup's frames (a third of
+    a small PyTorch call's key)."""
+    if _tr._compiling():
+        return TRACED
+    if type(x) is _Cupy:  # (traced only while compiling)
+        return _cupy_layout(x, _Cupy)
+    rg = x.requires_grad
+    if rg and grad and _modules["torch"].is_grad_enabled():
+        return TRACED
+    if _tr._functional(x) or (_tr._transforms_active() and _tr._functorch_wrapped(x)):
+        return TRACED
+    if type(out) is _Tensor and (
+        _tr._functional(out) or (_tr._transforms_active() and _tr._functorch_wrapped(out))
+    ):
+        return TRACED
+    return _torch_layout(x, _Tensor, rg)
 
 
 def _plain_dtype(dtype):
@@ -183,7 +234,14 @@ def nonzero(
     where the full path must run (an output may overlap the input).
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
-    if traced(input):
+    layout: Any = None
+    if _fast(input, None, device, stream):
+        layout = _fast_key(input, None, False)  # (outputs asked below)
+        if layout is TRACED:
+            return TRACED, None
+        if layout is None:
+            return None, None
+    elif traced(input):
         return TRACED, None
     if not (
         (width is None or type(width) is int)
@@ -204,9 +262,10 @@ def nonzero(
             config.GENERATION,
         )
     else:
-        layout = _layout_key(input, device, stream)
         if layout is None:
-            return None, None
+            layout = _layout_key(input, device, stream)
+            if layout is None:
+                return None, None
         key = (f, layout, width, dtype, type(dtype), max_count)
     if out_count is not None or out_coordinates is not None:
         # Asked last: a call whose input keeps no runner asks nothing of its outputs
@@ -271,16 +330,21 @@ def window(op, input, a, b, c, d, out, device, stream):
                 out.strides,
                 ow,
             )
-    else:  # a NumPy out is never traced (asked of the others only)
-        if (
-            traced(input, grad=True)
-            if out is None or type(out) is _ndarray
-            else traced(input, out, grad=True)
-        ):
-            return TRACED, None
-        # The input's layout first: an input that keeps no runner (a dask array)
-        # pays for no more; an output's layout last, as nonzero's.
-        layout = _layout_key(input, device, stream)
+    else:
+        if _fast(input, out, device, stream):
+            layout = _fast_key(input, out, True)
+            if layout is TRACED:
+                return TRACED, None
+        else:  # a NumPy out is never traced (asked of the others only)
+            if (
+                traced(input, grad=True)
+                if out is None or type(out) is _ndarray
+                else traced(input, out, grad=True)
+            ):
+                return TRACED, None
+            # The input's layout first: an input that keeps no runner (a dask array)
+            # pays for no more; an output's layout last, as nonzero's.
+            layout = _layout_key(input, device, stream)
         outs = out_layout(out) if layout is not None else None
         if outs is None:
             return None, None
@@ -302,17 +366,6 @@ def window(op, input, a, b, c, d, out, device, stream):
             runners.put(id_key, (run, a, b, c, d))
         return None, run
     return (id_key, value_key, (a, b, c, d)), None
-
-
-def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream):
-    """slice1's ``(key, runner)`` (:func:`window`)."""
-    return window("slice1", input, offsets, sizes, strides, output_sizes, out, device, stream)
-
-
-def slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream):
-    """slice_grad's ``(key, runner)`` (:func:`window`): the gradient's layout and
-    ``out``'s, the shape and the window as slice1's parameters are."""
-    return window("slice_grad", grad, input_shape, offsets, sizes, strides, out, device, stream)
 
 
 def keeper(key):

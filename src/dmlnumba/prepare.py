@@ -97,7 +97,9 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, ke
     """slice1's :class:`~dmlnumba.target.Call`."""
     f = "slice1"
     if key is UNASKED:
-        key = keys.slice1(input, offsets, sizes, strides, output_sizes, out, device, stream)[0]
+        key = keys.window(
+            "slice1", input, offsets, sizes, strides, output_sizes, out, device, stream
+        )[0]
     if key is TRACED:
         args = (offsets, sizes, strides, output_sizes, out, device, stream)
         return Call(f, input, "torch", adapter("torch"), args=args)
@@ -119,7 +121,9 @@ def slice_grad(
     """slice_grad's :class:`~dmlnumba.target.Call`."""
     f = "slice_grad"
     if key is UNASKED:
-        key = keys.slice_grad(grad, input_shape, offsets, sizes, strides, out, device, stream)[0]
+        key = keys.window(
+            "slice_grad", grad, input_shape, offsets, sizes, strides, out, device, stream
+        )[0]
     if key is TRACED:
         args = (input_shape, offsets, sizes, strides, out, device, stream)
         return Call(f, grad, "torch", adapter("torch"), args=args)

@@ -3,6 +3,8 @@ stream-ordered pool (and, inside a capture, graph allocations), look-back buffer
 from the caller's allocator, memsets and host-to-device copies, all on the call's
 stream."""
 
+from typing import Any
+
 from numba import cuda
 
 from .sim import SIM
@@ -136,10 +138,9 @@ def _close_on(buf, handle):
 
 
 def check(err, what):
-    """Raise where the CUDA driver call ``what`` returned the error ``err``."""
-    from cuda.bindings import driver
-
-    if err != driver.CUresult.CUDA_SUCCESS:
+    """Raise where the CUDA driver call ``what`` returned the error ``err`` (a
+    ``CUresult``, false for ``CUDA_SUCCESS`` alone)."""
+    if err:
         raise RuntimeError(f"dmlnumba: {what} failed: {err!r}")
 
 
@@ -162,15 +163,21 @@ def zero_bytes(ptr, nbytes, handle):
         check(driver.cuMemsetD8Async(ptr, 0, nbytes, handle)[0], "cuMemsetD8Async")
 
 
+_htod: Any = None  # cuMemcpyHtoDAsync, looked up by the first upload
+
+
 def upload(host, handle, device=None):
     """A C-contiguous NumPy array copied to a new pool buffer on the stream:
     ``(buffer, address)``.  The copy reads pageable memory, so the driver has taken
     the bytes when this returns."""
-    from cuda.bindings import driver
+    global _htod
+    if _htod is None:
+        from cuda.bindings import driver
 
+        _htod = driver.cuMemcpyHtoDAsync
     buf = pool_buffer(host.nbytes, handle, device)
     ptr = int(buf.handle)
     if host.nbytes:
-        (err,) = driver.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, handle)
+        (err,) = _htod(ptr, host.ctypes.data, host.nbytes, handle)
         check(err, "cuMemcpyHtoDAsync")
     return buf, ptr
