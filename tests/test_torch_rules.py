@@ -153,6 +153,36 @@ def test_functionalize_writes_the_outputs(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_functionalize_outputs_of_a_plain_input_after_a_kept_runner(device):
+    """A plain input (captured, not functional) into functional outputs, where eager
+    calls of the same layouts keep a runner: the key still sends the call to the
+    registered operators (a runner would write the wrappers' empty storage), and the
+    caller's tensors get the values."""
+    x = torch.tensor([10.0, 11.0, 12.0, 13.0], device=device)
+    z = torch.tensor([0.0, 1.0, 0.0, 2.0], device=device)
+    oc = torch.zeros(1, dtype=torch.int64, device=device)
+    ox = torch.full((4, 1), -1, dtype=torch.int64, device=device)
+    out = torch.zeros(4, device=device)
+    for _ in range(2):  # runners kept for these layouts
+        dmlnumba.nonzero_coordinates(z, dtype=torch.int64, out_count=oc, out_coordinates=ox)
+        dmlnumba.slice1(x, (0,), (4,), (-1,), out=out)
+    oc.zero_(), ox.fill_(-1), out.zero_()
+
+    def g(a, b):
+        dmlnumba.nonzero_coordinates(z, dtype=torch.int64, out_count=a, out_coordinates=b)
+        return a + 0
+
+    def f(o):
+        dmlnumba.slice1(x, (0,), (4,), (-1,), out=o)
+        return o + 0
+
+    assert torch.func.functionalize(g)(oc, ox).tolist() == [2]
+    assert oc.tolist() == [2] and ox[:2].flatten().tolist() == [1, 3]
+    assert torch.func.functionalize(f)(out).tolist() == [13.0, 12.0, 11.0, 10.0]
+    assert out.tolist() == [13.0, 12.0, 11.0, 10.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_func_transforms_read_the_values(device):
     """vmap and grad wrappers go through the operators too (they hold no storage the
     eager path could read), and gradients flow through slice1 and slice_grad as in

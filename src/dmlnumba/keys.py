@@ -157,12 +157,9 @@ def _fast(input, out, device, stream):
     """Whether :func:`_fast_key` answers for this call: a plain PyTorch tensor or CuPy
     array, no device or stream, and ``out`` None, a NumPy array or of the input's type."""
     tp = type(input)
-    return (
-        (tp is _Tensor or tp is _Cupy)
-        and device is None
-        and stream is None
-        and (out is None or type(out) is tp or type(out) is _ndarray)
-    )
+    if (tp is not _Tensor and tp is not _Cupy) or device is not None or stream is not None:
+        return False
+    return out is None or type(out) is tp or type(out) is _ndarray
 
 
 def _fast_key(x, out, grad):
@@ -177,13 +174,15 @@ def _fast_key(x, out, grad):
     rg = x.requires_grad
     if rg and grad and _modules["torch"].is_grad_enabled():
         return TRACED
-    if _tr._functional(x) or (_tr._transforms_active() and _tr._functorch_wrapped(x)):
-        return TRACED
-    if type(out) is _Tensor and (
-        _tr._functional(out) or (_tr._transforms_active() and _tr._functorch_wrapped(out))
-    ):
+    if _wrapped(x) or (type(out) is _Tensor and _wrapped(out)):
         return TRACED
     return _torch_layout(x, _Tensor, rg)
+
+
+def _wrapped(t):
+    """``traced``'s question of a plain tensor: a functional tensor, or a torch.func
+    wrapper (asked only while a transform runs)."""
+    return _tr._functional(t) or (_tr._transforms_active() and _tr._functorch_wrapped(t))
 
 
 def _plain_dtype(dtype):
@@ -209,7 +208,7 @@ def out_layout(o):
         return (tp, o.dtype, o.shape, o.strides, o.flags.writeable)
     if o is None:
         return ()
-    lib = library(o)
+    lib = "torch" if tp is _Tensor else library(o)
     try:
         if lib == "torch":
             if o.requires_grad or o.is_inference() or o.is_neg():
@@ -235,7 +234,8 @@ def nonzero(
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
     layout: Any = None
-    if _fast(input, None, device, stream):
+    fast = _fast(input, None, device, stream)
+    if fast:
         layout = _fast_key(input, None, False)  # (outputs asked below)
         if layout is TRACED:
             return TRACED, None
@@ -275,6 +275,14 @@ def nonzero(
             cnt, crd = out_count, out_coordinates
             cw, xw = cnt.flags.writeable, crd.flags.writeable
             key += (cnt.dtype, cnt.shape, cnt.strides, cw, crd.dtype, crd.shape, crd.strides, xw)
+        elif fast and type(out_count) is _Tensor and type(out_coordinates) is _Tensor:
+            # Plain tensors beside an input _fast_key asked: only their own question.
+            if _wrapped(out_count) or _wrapped(out_coordinates):
+                return TRACED, None
+            outs = (out_layout(out_count), out_layout(out_coordinates))
+            if outs[0] is None or outs[1] is None:
+                return None, None
+            key += outs
         else:
             oc = None if type(out_count) is _ndarray else out_count
             ox = None if type(out_coordinates) is _ndarray else out_coordinates
