@@ -164,9 +164,8 @@ def _fast(input, out, device, stream):
 
 def _fast_key(x, out, grad):
     """``traced(x, out, grad=grad)`` and ``_layout_key(x, None, None)`` in one, for the
-    calls :func:`_fast` names: :data:`TRACED`, the layout, or None (no runner); the
-    same questions without ``traced``'s and the library lookup's frames (a third of
-    a small PyTorch call's key)."""
+    calls :func:`_fast` names: :data:`TRACED`, the layout, or None (no runner), without
+    ``traced``'s and the library lookup's frames (a third of a small PyTorch key)."""
     if _tr._compiling():
         return TRACED
     if type(x) is _Cupy:  # (traced only while compiling)
@@ -234,7 +233,8 @@ def nonzero(
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
     layout: Any = None
-    fast = _fast(input, None, device, stream)
+    tp = type(input)  # _fast's question, asked inline: a NumPy call pays no frame for it
+    fast = (tp is _Tensor or tp is _Cupy) and device is None and stream is None
     if fast:
         layout = _fast_key(input, None, False)  # (outputs asked below)
         if layout is TRACED:
