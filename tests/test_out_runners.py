@@ -1,6 +1,6 @@
 """Repeated calls into preallocated outputs (``out=``, ``out_count=``,
 ``out_coordinates=``) take the runner their first call kept, under a key of the
-outputs' layouts (:func:`dmlnumba.keys.out_layout`).  Every check that the layouts
+outputs' layouts (:func:`dmlnumba.layouts.out_layout`).  Every check that the layouts
 do not decide still runs on such a repeat, before anything is written: an output
 that now overlaps the input (copied correctly), outputs that now overlap each other,
 a NumPy output made read-only, a PyTorch output that now requires grad or is an

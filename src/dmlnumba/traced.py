@@ -10,6 +10,10 @@ import numpy as np
 _ndarray = np.ndarray
 _modules = sys.modules
 
+#: A key function's key for a call that PyTorch traces (:func:`traced`): the prepare
+#: step sends it to the registered operators without asking again.
+TRACED = "traced"  # a string, whose identity torch.compile's tracing keeps (a tuple's not)
+
 
 def traced(input, *outs, grad=False):
     """Whether this call goes through the registered PyTorch operators (see

@@ -72,7 +72,7 @@ def _given(v):
         get = _modules["torch"].Tensor.data_ptr
     elif lib == "cupy":
         get = operator.attrgetter("data.ptr")
-    else:  # numba's (the only other library a key holds, see keys.out_layout)
+    else:  # numba's (the only other library a key holds, see layouts.out_layout)
         from .._internals import numba_pointer as get
     b = _bare(v)
     return b, get, b.span(), lib == "torch"
@@ -260,7 +260,7 @@ def library_io(lib, v):
     built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
     library has them, so a call runs few Python frames of its own.  CuPy calls
     reach it only where the current device is the input's (see
-    ``dmlnumba.keys._layout_key``)."""
+    ``dmlnumba.layouts.layout_key``)."""
     dev = v.device
     if lib == "torch":
         torch = torch_module()
