@@ -217,11 +217,18 @@ def test_libraries_give_their_own_arrays():
 
 
 #: (input_shape, window, the strided output's buffer, its view): rows read with a step
-#: into a column-stepped output; whole rows (copied and zeroed a word at a time on CUDA)
-#: into an output whose rows leave gaps.
+#: into a column-stepped output (CUDA's one-pass kernel); whole rows (copied and zeroed a
+#: word at a time on CUDA) into an output whose rows leave gaps; whole rows into a
+#: column-stepped output (zeroed item by item by the slice tiles on CUDA).
 WIDTH_CASES = {
     "stepped": ((7, 9, 11), ((1, 0, 1), (5, 7, 9), (-2, 2, 2)), (7, 9, 23), np.s_[:, :, 1::2]),
     "rows": ((7, 9, 16), ((1, 0, 0), (5, 7, 16), (-2, 2, 1)), (7, 11, 16), np.s_[:, 1:10, :]),
+    "rows into steps": (
+        (7, 9, 11),
+        ((1, 0, 0), (5, 7, 11), (-2, 2, 1)),
+        (7, 9, 23),
+        np.s_[:, :, 1::2],
+    ),
 }
 
 
@@ -247,6 +254,42 @@ def test_every_width_into_new_and_strided_outputs(device, dtype, case, boxes):
         dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
     np.testing.assert_array_equal(bits(got), bits(want))
     check_written(buf, to_host(dbuf), view_of, want)
+
+
+#: Windows whose rows are not whole (CUDA's one-pass kernel): rows longer than a warp's
+#: segment and not a multiple of its chunks, planes that end inside a warp's group of
+#: rows, reversed dimensions, a window starting inside a chunk, a crop, 1-d.
+ONE_PASS_CASES = {
+    "rows of 301": ((3, 5, 301), ((0, 0, 2), (3, 5, 297), (1, -1, 3))),
+    "planes of 5 rows": ((2, 5, 7, 40), ((1, 1, 0, 1), (1, 4, 7, 38), (1, -2, 1, 2))),
+    "crop": ((6, 70), ((1, 3), (5, 64), (-1, 1))),
+    "1-d": ((1003,), ((5,), (998,), (3,))),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["uint8", "float16", "float32", "float64"])
+@pytest.mark.parametrize("case", sorted(ONE_PASS_CASES))
+def test_one_pass_windows(device, dtype, case):
+    """Windows whose rows are not whole, into a new output and into a strided one inside
+    a poisoned buffer: every element zero or the gradient's, nothing outside written.
+    On CUDA these take the one-pass kernel (asked of the plans kept)."""
+    shape, w = ONE_PASS_CASES[case]
+    m = tuple(1 + (s - 1) // abs(t) for s, t in zip(w[1], w[2]))
+    g = (np.arange(1, np.prod(m) + 1) % 250 + 1).astype(dtype).reshape(m)
+    want = slice_grad_reference(g, shape, *w)
+    got = to_host(dmlnumba.slice_grad(to_device(g, device), shape, *w, device=device))
+    np.testing.assert_array_equal(bits(got), bits(want))
+    buf = np.full(shape[:-1] + (2 * shape[-1],), 7, dtype)
+    dbuf = to_device(buf, device)
+    view_of = lambda b: b[..., ::-2]  # noqa: E731
+    out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
+    dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
+    check_written(buf, to_host(dbuf), view_of, want)
+    if device == "cuda":
+        from dmlnumba.gpu import plans
+
+        assert any(k[0] == "grad" for k in list(plans._plans))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -89,6 +89,37 @@ SLICE_GATHER_CUDA = declare(
     ),
 )
 
+#: The CUDA slice_grad one-pass kernel's block (see :mod:`dmlnumba.gpu.grad_kernel`).
+SLICE_GRAD_CUDA = declare(
+    "SliceGradCuda",
+    # Over the output's dimensions, right-aligned and padded to MAXD with dimensions
+    # of size 1 (so that the kernel reads every slot by a literal index): the window's
+    # lowest index, spacing and count (the gradient's shape) a dimension, the
+    # gradient's and the output's strides (the gradient's negated along a reversed
+    # dimension); magic, shift: dividing by shape[d], smagic, sshift: by spacing[d]
+    # (dmlnumba.layout.divisor32).
+    rows=(
+        "shape",
+        "low",
+        "spacing",
+        "count",
+        "src_strides",
+        "dst_strides",
+        "magic",
+        "shift",
+        "smagic",
+        "sshift",
+    ),
+    scalars=(
+        "src_base",  # index in the flat gradient of the window's element at lows
+        "dst_base",  # index of the output's first element in the flat destination
+        "rows",  # rows of the outer dimensions
+        "inner",  # the last dimension's size
+        "nseg",  # a warp's segments across a row
+        "nwork",  # work items: groups of rows times segments
+    ),
+)
+
 #: The CUDA nonzero kernel's block (see :mod:`dmlnumba.gpu.nonzero_kernel`).
 NONZERO_CUDA = declare(
     "NonzeroCuda",

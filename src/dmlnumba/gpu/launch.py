@@ -24,7 +24,8 @@ from .. import config
 from .._internals import function_handle
 from ..caches import Bounded
 from ..cpu.cachefile import checked
-from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, size
+from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, SLICE_GRAD_CUDA, size
+from .grad_kernel import make_grad
 from .memory import check
 from .nonzero_kernel import make_nonzero
 from .sim import SIM
@@ -54,6 +55,8 @@ def python_kernel(name, src_bits, variant=(False, 0), regs=0):
         return make_slice(_UINT[src_bits], *variant, regs=regs)
     if name == "gather":
         return make_gather(_UINT[src_bits], gather_loads(src_bits))
+    if name == "grad":
+        return make_grad(_UINT[src_bits])
     return make_nonzero(128 // src_bits, _UINT[src_bits], *variant, regs=regs)
 
 
@@ -64,8 +67,8 @@ def signature(name, src_bits, out_bits=0):
     u = _UINT[src_bits]
     p = types.CPointer
     args: tuple[types.Type, ...]
-    if name in ("slice", "gather"):
-        block = SLICE_CUDA if name == "slice" else SLICE_GATHER_CUDA
+    if name in ("slice", "gather", "grad"):
+        block = {"slice": SLICE_CUDA, "gather": SLICE_GATHER_CUDA, "grad": SLICE_GRAD_CUDA}[name]
         args = (types.UniTuple(types.int64, size(block)), p(u), p(u))
     else:
         o = _UINT[out_bits]

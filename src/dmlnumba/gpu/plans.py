@@ -1,5 +1,5 @@
 """Plans of the CUDA kernels, in the manner of cuda.compute's algorithm objects: a
-:class:`NonzeroPlan` or :class:`SlicePlan` is made once per call shape (the
+:class:`NonzeroPlan`, :class:`SlicePlan` or :class:`GradPlan` is made once per call shape (the
 layouts, the dtype, the width, the settings) and holds the kernel variant, the
 geometry (:mod:`.geometry`) and the parameter block (passed by value); its
 ``launch`` binds the addresses of one call.  Launchers are kept per (context,
@@ -11,11 +11,12 @@ from numba import cuda
 from .. import config
 from .._internals import array_arg
 from ..caches import Bounded
-from ..layout import c_strides, divisor, divisor32, extent, slice_geometry
-from ..params import NONZERO_CUDA, pack
+from ..layout import c_strides, divisor, divisor32, extent, scatter_window, slice_geometry
+from ..params import MAXD, NONZERO_CUDA, SLICE_GRAD_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .geometry import gather_grid, nonzero_tiling, slice_spec, slice_tiles
+from .grad_kernel import ROWS, SEGMENT
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, RING, STAGE_WORDS
 from .sim import SIM
@@ -254,6 +255,87 @@ class SlicePlan(_Plan):
             go(sp, dp)
 
 
+class GradPlan(_Plan):
+    """A one-pass slice_grad (:mod:`.grad_kernel`) of one shape: the gradient's and the
+    output's layouts, the window's starts and steps (SLICE1's)."""
+
+    def __init__(self, g, starts, steps, out):
+        super().__init__()
+        glo, gspan, src, gstr = extent(g.shape, g.strides, g.itemsize)
+        dlo, dspan, dbase, dstr = extent(out.shape, out.strides, out.itemsize)
+        lows, spacing, _, read_steps = scatter_window(starts, steps, g.shape)
+        sst = []
+        for n, st, t in zip(g.shape, gstr, read_steps):  # a reversed dimension read back
+            if t < 0:
+                src += (n - 1) * st
+            sst.append(st * t)
+        pad = MAXD - out.ndim  # the rows right-aligned, padded with dimensions of size 1
+        shape = (1,) * pad + tuple(out.shape)
+        spacing = (1,) * pad + tuple(spacing)
+        divs = [divisor32(n) for n in shape]
+        sdivs = [divisor32(k) for k in spacing]
+        rows = 1
+        for n in shape[:-1]:
+            rows *= n
+        nseg = -(-shape[-1] // SEGMENT)
+        self.nwork = -(-rows // ROWS) * nseg
+        self.params = tuple(
+            pack(
+                SLICE_GRAD_CUDA,
+                shape=shape,
+                low=(0,) * pad + tuple(lows),
+                spacing=spacing,
+                count=(1,) * pad + tuple(g.shape),
+                src_strides=(0,) * pad + tuple(sst),
+                dst_strides=(0,) * pad + tuple(dstr),
+                magic=[d[0] for d in divs],
+                shift=[d[1] for d in divs],
+                smagic=[d[0] for d in sdivs],
+                sshift=[d[1] for d in sdivs],
+                src_base=src,
+                dst_base=dbase,
+                rows=rows,
+                inner=shape[-1],
+                nseg=nseg,
+                nwork=self.nwork,
+            ).tolist()
+        )
+        self.bits, self.itemsize = 8 * g.itemsize, g.itemsize
+        self.glo, self.gspan, self.dlo, self.dspan = glo, gspan, dlo, dspan
+
+    def _make(self, spec, handle, ctx):
+        k = launch.kernel("grad", self.bits)
+        threads = config.CUDA_THREADS
+        # A few waves of resident blocks (each warp walks work items until none is left).
+        most = 2 if SIM else 4 * launch.resident_blocks(k, ctx, threads)
+        blocks = max(1, min(-(-self.nwork // (threads // 32)), most))
+        return launch.launcher(k, blocks, threads, handle, ctx, self.params)
+
+    def launch(self, handle, gp, op, ctx=0):
+        """slice_grad from the gradient at ``gp`` into the output at ``op`` on stream
+        ``handle`` (``ctx``: the current context's handle, where the caller has it)."""
+        go = self.launcher(None, handle, ctx)
+        sp, dp = gp + self.glo, op + self.dlo
+        if SIM:
+            go(_arg(sp, self.gspan, self.itemsize), _arg(dp, self.dspan, self.itemsize))
+        else:
+            go(sp, dp)
+
+
+def one_pass(g, starts, steps, out):
+    """Whether slice_grad of the gradient view ``g`` into the output view ``out`` takes
+    the one-pass kernel (:class:`GradPlan`): a window whose rows are not whole (a step
+    or a crop in the last dimension: a memset's sectors would be read back and written
+    again by the window's writes) and every position below 2**31.  Whole rows keep a
+    memset (or the complement's boxes) and one SLICE1 copy, which move no more bytes."""
+    lows, spacing, _, _ = scatter_window(starts, steps, g.shape)
+    if spacing[-1] == 1 and g.shape[-1] == out.shape[-1]:
+        return False
+    gspan = extent(g.shape, g.strides, g.itemsize)[1]
+    dspan = extent(out.shape, out.strides, out.itemsize)[1]
+    return max(gspan, dspan) < 1 << 31
+
+
 # ------------------------------------------------------------------------- plans
 
 _plans = Bounded()
@@ -279,6 +361,16 @@ def slice_plan(x, starts, steps, out, fill=False):
     p = _plans.get(key)
     if p is None:
         p = _plans.put(key, SlicePlan(x, starts, steps, out, fill))
+    return p
+
+
+def grad_plan(g, starts, steps, out):
+    """The one-pass slice_grad plan of these layouts (kept per layouts and settings
+    generation)."""
+    key = ("grad", _layout(g), _layout(out), starts, steps, config.GENERATION)
+    p = _plans.get(key)
+    if p is None:
+        p = _plans.put(key, GradPlan(g, starts, steps, out))
     return p
 
 

@@ -14,7 +14,7 @@ from ..interop import torch_written
 from ..layout import c_strides, scatter_window
 from .devices import context_handle, on
 from .memory import current_context, numba_context, pool, scratch, upload, zero_bytes
-from .plans import fill_plan, nonzero_plan, slice_plan
+from .plans import fill_plan, grad_plan, nonzero_plan, one_pass, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture, torch_current_stream, torch_module, torch_of
 from .views import DeviceView, strided_view, to_jax
@@ -180,6 +180,9 @@ def slice_grad_runner(x, starts, steps, shape, lib, out=None, boxes=()):
     box, :func:`dmlnumba.grad.zero_boxes`), then one SLICE1 launch of the gradient
     into the window's elements.  ``out`` must fill its bytes (no memset zeroes the
     gaps of one that does not: None, no runner)."""
+    if one_pass(x, starts, steps, _new_view(tuple(shape), x.dtype) if out is None else out):
+        # (every output element written once: the output zeroed by no memset)
+        return _copy_runner(x, starts, steps, tuple(shape), lib, out, "slice_grad", plan=grad_plan)
     if out is not None and out.span()[1] - out.span()[0] != out.size * out.itemsize:
         return None
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, x.shape)
@@ -187,7 +190,7 @@ def slice_grad_runner(x, starts, steps, shape, lib, out=None, boxes=()):
     return _copy_runner(x, read_starts, read_steps, tuple(shape), lib, out, "slice_grad", window)
 
 
-def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
+def _copy_runner(x, starts, steps, shape, lib, out, func, window=None, plan=slice_plan):
     """The runner of a SLICE1 copy from ``x`` (``starts``, ``steps``) into an output of
     ``shape`` (new from the library's allocator, or laid out like the first call's
     checked ``out``): the copy into the whole output (slice1), or with ``window``
@@ -216,7 +219,7 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None):
     off = dst.ptr
     xr = None if x.host is not None or out is None else _bare(x).span()
     x, read = _source(x, ptr_of, func)
-    go = slice_plan(_bare(x), starts, steps, dst).launch
+    go = plan(_bare(x), starts, steps, dst).launch
     want = context_handle(dev)
 
     def run(obj, out=None, entered=False):

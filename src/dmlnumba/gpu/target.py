@@ -37,7 +37,7 @@ from .memory import (  # noqa: F401  (the target's interface)
     upload,
     zero_bytes,
 )
-from .plans import _arg, fill_plan, nonzero_plan, slice_plan
+from .plans import _arg, fill_plan, grad_plan, nonzero_plan, one_pass, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
 from .runners import slice_grad_runner as grad_runner
 from .sim import SIM
@@ -180,11 +180,17 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
 
 
 def slice_grad(g, starts, steps, out, stream, zeroed=False):
-    """slice_grad's writes: :func:`dmlnumba.grad.scatter` (zeros, of the whole output or
-    of the window's complement box by box, then one SLICE1 copy into the window's
-    view).  One-pass kernels (each output element written once: gather-shaped, or
-    row by row) took more time (docs/PERFORMANCE.md, "Tried and not kept")."""
-    _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
+    """slice_grad's writes: one pass where the window's rows are not whole (every
+    output element written once, :func:`~dmlnumba.gpu.plans.one_pass`), else
+    :func:`dmlnumba.grad.scatter` (zeros, of the whole output or of the window's
+    complement box by box, then one SLICE1 copy into the window's view)."""
+    if not one_pass(g, starts, steps, out):
+        _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
+        return
+    with _context(g):
+        g, buf = _materialize(g, stream, "slice_grad")
+        grad_plan(g, starts, steps, out).launch(stream, g.ptr, out.ptr)
+        _release(buf, stream)
 
 
 def slice_grad_runner(g, starts, steps, shape, lib, out=None):
