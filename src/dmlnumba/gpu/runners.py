@@ -175,11 +175,13 @@ def slice1_runner(x, starts, steps, out_shape, lib, out=None):
 
 
 def slice_grad_runner(x, starts, steps, shape, lib, out=None, boxes=()):
-    """A repeated slice_grad (see :func:`slice1_runner`): the output zeroed (a memset,
-    none where the window covers it; or with ``boxes``, the window's complement box by
-    box, :func:`dmlnumba.grad.zero_boxes`), then one SLICE1 launch of the gradient
-    into the window's elements.  ``out`` must fill its bytes (no memset zeroes the
-    gaps of one that does not: None, no runner)."""
+    """A repeated slice_grad (see :func:`slice1_runner`): one launch of the one-pass
+    kernel where the window's rows are not whole (:func:`~dmlnumba.gpu.plans.one_pass`,
+    any ``out``); else the output zeroed (a memset, none where the window covers it;
+    or with ``boxes``, the window's complement box by box,
+    :func:`dmlnumba.grad.zero_boxes`), then one SLICE1 launch of the gradient into the
+    window's elements, where ``out`` fills its bytes (no memset zeroes the gaps of one
+    that does not: None, no runner)."""
     if one_pass(x, starts, steps, _new_view(tuple(shape), x.dtype) if out is None else out):
         # (every output element written once: the output zeroed by no memset)
         return _copy_runner(x, starts, steps, tuple(shape), lib, out, "slice_grad", plan=grad_plan)
