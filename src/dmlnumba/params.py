@@ -117,6 +117,7 @@ SLICE_GRAD_CUDA = declare(
         "inner",  # the last dimension's size
         "nseg",  # a warp's segments across a row
         "nwork",  # work items: groups of rows times segments
+        "lanes_log",  # log2 of a row's lanes (L)
     ),
 )
 

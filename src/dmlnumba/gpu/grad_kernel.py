@@ -3,14 +3,18 @@ element written once, the gradient's element where the window holds it and zero
 elsewhere, in one pass (no memset, whose sectors the window's stepped writes would
 read back and write again).
 
-A warp's work item is ``ROWS`` consecutive rows of the outer dimensions and a
-segment of ``SEGMENT`` elements of each.  Each lane writes ``CHUNK`` consecutive
-elements at a time; the window's test (``(index - low) % spacing == 0`` and within
-the count) takes one division by a multiply a chunk, then steps element by element,
-and the next-to-last dimension's test steps row by row the same way.  The outer
-dimensions are divided once a work item (:data:`row_start`).  Every slot of the
-parameter block is read by a literal index (the rows right-aligned to ``MAXD`` and
-padded with dimensions of size 1), so the block stays in the kernel's parameters.
+A row takes ``L`` lanes, the fewest (a power of two, at most 32) that cover it a chunk
+of ``CHUNK`` elements each, so that short rows keep every lane busy; a warp's
+``32 / L`` groups of lanes take interleaved rows (its stores stay together).  A work
+item is ``ROWS`` steps of ``32 / L`` consecutive rows, and a segment of
+``2 * CHUNK * L`` elements of each (rows longer than 32 chunks take two chunks a lane
+a segment).  Each lane writes ``CHUNK`` consecutive elements at a time; the window's
+test (``(index - low) % spacing == 0`` and within the count) takes one division by a
+multiply a chunk, then steps element by element (:func:`take`); the next-to-last
+dimension's takes one a row.  The outer dimensions are divided where a lane's row
+enters a new plane (:data:`row_start`).  Every slot of the parameter block is read by
+a literal index (the rows right-aligned to ``MAXD`` and padded with dimensions of size
+1), so the block stays in the kernel's parameters.
 """
 
 from numba import cuda, int32, uint32
@@ -22,21 +26,47 @@ from .warp import agent
 
 #: Consecutive elements a lane writes at a time.
 CHUNK = 4
-#: A warp's segment of a row: 32 lanes, two chunks each.
-SEGMENT = 32 * CHUNK * 2
-#: Rows a warp's work item walks.
+#: Steps of rows a warp's work item walks.
 ROWS = 8
 
 _K2 = MAXD - 2  # the next-to-last dimension's slot
 _LAST = MAXD - 1
 
 
+@agent
+def window_at(t, magic, shift, spacing):
+    """``(q, r)`` of ``t``, an index less the window's lowest: ``t = q * spacing + r``
+    (``q`` 0 and ``r`` ``t`` before the window)."""
+    q = int32(divide32(uint32(max(t, 0)), magic, shift))
+    return q, int32(t - q * spacing)
+
+
+@agent
+def take(src, base, stride, t, r, q, count, spacing, v):
+    """The gradient's element at ``(t, r, q)`` (:func:`window_at`) where the window holds
+    one, else ``v``; and ``(t, r, q)`` one index on."""
+    if t >= 0 and r == 0 and q < count:
+        v = src[uint32(base + q * stride)]
+    r += 1
+    if r == spacing:
+        r = 0
+        q += 1
+    return v, t + 1, r, q
+
+
+@agent
+def put(dst, base, stride, j, inner, v):
+    """``v`` into element ``j`` of the output's row at ``base``, if the row has one."""
+    if j < inner:
+        dst[uint32(base + j * stride)] = v
+
+
 def _row_start_source():
-    """The source of ``row_start(p, row)``: ``(inside, src, dst, c)`` of row ``row`` of
-    the outer dimensions: whether the window holds its dimensions before the
-    next-to-last, the gradient's and the output's positions there, and its
-    coordinate in the next-to-last dimension.  Straight-line code, one division by a
-    multiply a dimension (dimension 0 takes what is left)."""
+    """The source of ``row_start(p, row)``: ``(inside, src, dst, c, t, q, r)`` of row
+    ``row`` of the outer dimensions: whether the window holds its dimensions before the
+    next-to-last, the gradient's and the output's positions there, its coordinate in
+    the next-to-last dimension and that coordinate's :func:`window_at`.  Straight-line
+    code, one division by a multiply a dimension (dimension 0 takes what is left)."""
     lines = [
         "def row_start(p, row):",
         f"    src = int32(p[{P.src_base}])",
@@ -66,12 +96,18 @@ def _row_start_source():
             f"and g < int32(p[{P.count + k}])",
             f"    src = int32(src + g * int32(p[{P.src_strides + k}]))",
         ]
-    lines.append("    return inside, src, dst, c2")
+    lines += [
+        f"    t2 = int32(c2 - int32(p[{P.low + _K2}]))",
+        f"    q2, r2 = window_at(t2, uint32(p[{P.smagic + _K2}]), uint32(p[{P.sshift + _K2}]), "
+        f"int32(p[{P.spacing + _K2}]))",
+        "    return inside, src, dst, c2, t2, q2, r2",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def _row_start():
     scope = {"int32": int32, "uint32": uint32, "divide32": divide32, "max": max}
+    scope["window_at"] = window_at
     exec(compile(_row_start_source(), "<grad_kernel.row_start>", "exec"), scope)
     return agent(scope["row_start"])
 
@@ -94,7 +130,6 @@ def make_grad(item):
         ds = int32(p[P.dst_strides + _LAST])
         m, s = uint32(p[P.smagic + _LAST]), uint32(p[P.sshift + _LAST])
         n2 = int32(p[P.shape + _K2])
-        low2 = int32(p[P.low + _K2])
         sp2 = int32(p[P.spacing + _K2])
         cnt2 = int32(p[P.count + _K2])
         gs2 = int32(p[P.src_strides + _K2])
@@ -104,75 +139,50 @@ def make_grad(item):
         nseg = int32(p[P.nseg])
         nwork = int32(p[P.nwork])
         rows = int32(p[P.rows])
+        lanes_log = int32(p[P.lanes_log])
+        lanes = int32(1) << lanes_log  # L: a row's lanes
+        across = int32(32) >> lanes_log  # rows a step
         zero = item(0)
         lane = int32(cuda.threadIdx.x % 32)
+        col = lane & (lanes - 1)
         w = int32((cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) // 32)
         nw = int32(cuda.gridDim.x * cuda.blockDim.x // 32)
         while w < nwork:
             group = int32(w // nseg)
-            j0 = int32((w - group * nseg) * SEGMENT)
-            row = int32(group * ROWS)
-            end = min(row + ROWS, rows)
-            outer, src0, dst0, c2 = row_start(p, row)
-            t2 = int32(c2 - low2)
-            q2 = int32(divide32(uint32(max(t2, 0)), m2, s2))
-            r2 = int32(t2 - q2 * sp2)  # t2 itself (q2 0) before the window: 0 at its start
-            while row < end:
-                inside = outer and t2 >= 0 and r2 == 0 and q2 < cnt2
-                gb = int32(src0 + q2 * gs2)
-                db = int32(dst0 + c2 * ds2)
-                for u in range(SEGMENT // (32 * CHUNK)):
-                    j = int32(j0 + CHUNK * (lane + 32 * u))
-                    if j < inner:
-                        t = int32(j - low)
-                        q = int32(divide32(uint32(max(t, 0)), m, s))
-                        r = int32(t - q * sp)
-                        v0 = v1 = v2 = v3 = zero
-                        if inside:
-                            if t >= 0 and r == 0 and q < cnt:
-                                v0 = src[uint32(gb + q * gs)]
-                            t += 1
-                            r += 1
-                            if r == sp:
-                                r = 0
-                                q += 1
-                            if t >= 0 and r == 0 and q < cnt:
-                                v1 = src[uint32(gb + q * gs)]
-                            t += 1
-                            r += 1
-                            if r == sp:
-                                r = 0
-                                q += 1
-                            if t >= 0 and r == 0 and q < cnt:
-                                v2 = src[uint32(gb + q * gs)]
-                            t += 1
-                            r += 1
-                            if r == sp:
-                                r = 0
-                                q += 1
-                            if t >= 0 and r == 0 and q < cnt:
-                                v3 = src[uint32(gb + q * gs)]
-                        dst[uint32(db + j * ds)] = v0
-                        if j + 1 < inner:
-                            dst[uint32(db + (j + 1) * ds)] = v1
-                        if j + 2 < inner:
-                            dst[uint32(db + (j + 2) * ds)] = v2
-                        if j + 3 < inner:
-                            dst[uint32(db + (j + 3) * ds)] = v3
-                row += 1
-                c2 += 1
-                if c2 == n2:  # on into the next plane: divided again
-                    if row < end:
-                        outer, src0, dst0, c2 = row_start(p, row)
-                        t2 = int32(c2 - low2)
-                        q2 = int32(divide32(uint32(max(t2, 0)), m2, s2))
-                        r2 = int32(t2 - q2 * sp2)
-                else:
-                    t2 += 1
-                    r2 += 1
-                    if r2 == sp2:
-                        r2 = 0
-                        q2 += 1
+            j0 = int32((w - group * nseg) * (2 * CHUNK) * lanes)
+            first = int32(group * ROWS * across)
+            row = int32(first + (lane >> lanes_log))
+            end = min(first + ROWS * across, rows)
+            if row < end:
+                outer, src0, dst0, c2, t2, q2, r2 = row_start(p, row)
+                while True:
+                    inside = outer and t2 >= 0 and r2 == 0 and q2 < cnt2
+                    gb = int32(src0 + q2 * gs2)
+                    db = int32(dst0 + c2 * ds2)
+                    for u in range(2):
+                        j = int32(j0 + CHUNK * (col + lanes * u))
+                        if j < inner:
+                            t = int32(j - low)
+                            q, r = window_at(t, m, s, sp)
+                            v0 = v1 = v2 = v3 = zero
+                            if inside:
+                                v0, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v0)
+                                v1, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v1)
+                                v2, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v2)
+                                v3, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v3)
+                            put(dst, db, ds, j, inner, v0)
+                            put(dst, db, ds, j + 1, inner, v1)
+                            put(dst, db, ds, j + 2, inner, v2)
+                            put(dst, db, ds, j + 3, inner, v3)
+                    row += across
+                    if row >= end:
+                        break
+                    c2 += across
+                    if c2 < n2:
+                        t2 += across
+                        q2, r2 = window_at(t2, m2, s2, sp2)
+                    else:  # in another plane: divided again
+                        outer, src0, dst0, c2, t2, q2, r2 = row_start(p, row)
             w += nw
 
     return slice_grad

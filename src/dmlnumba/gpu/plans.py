@@ -16,7 +16,7 @@ from ..params import MAXD, NONZERO_CUDA, SLICE_GRAD_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .geometry import gather_grid, nonzero_tiling, slice_spec, slice_tiles
-from .grad_kernel import ROWS, SEGMENT
+from .grad_kernel import CHUNK, ROWS
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, RING, STAGE_WORDS
 from .sim import SIM
@@ -277,8 +277,10 @@ class GradPlan(_Plan):
         rows = 1
         for n in shape[:-1]:
             rows *= n
-        nseg = -(-shape[-1] // SEGMENT)
-        self.nwork = -(-rows // ROWS) * nseg
+        # A row's lanes: the fewest (a power of two, at most 32) that take it a chunk each.
+        lanes_log = min(5, (-(-shape[-1] // CHUNK) - 1).bit_length())
+        nseg = -(-shape[-1] // (2 * CHUNK << lanes_log))
+        self.nwork = -(-rows // (ROWS * (32 >> lanes_log))) * nseg
         self.params = tuple(
             pack(
                 SLICE_GRAD_CUDA,
@@ -298,6 +300,7 @@ class GradPlan(_Plan):
                 inner=shape[-1],
                 nseg=nseg,
                 nwork=self.nwork,
+                lanes_log=lanes_log,
             ).tolist()
         )
         self.bits, self.itemsize = 8 * g.itemsize, g.itemsize
