@@ -176,6 +176,17 @@ for dtype, shape in itertools.product(["float64", "float32", "float16", "int8"],
         back = to_host(d)
         assert (back[:, :, ::2] == want).all() and (back[:, :, 1::2] == 7).all()
         n_ok += 2
+for dtype in ["float64", "float32", "float16", "int8"]:  # 1-d: 4 pairs of chunks a lane
+    u = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    x = fill(rng, dtype, 3001, 0.5)
+    for idx in (np.s_[5::3], np.s_[::-2]):
+        w = dmlnumba.window(x.shape, idx)
+        g = np.ascontiguousarray(x[idx])
+        want = np.zeros(x.shape, u)
+        want[idx] = g.view(u)
+        r = dmlnumba.slice_grad(to_device(g, "cuda"), x.shape, *w[:3], device="cuda")
+        assert (to_host(r).view(u) == want).all()
+        n_ok += 1
 buf = fill(rng, "float32", 4 * 8, 0.8).reshape(4, 8)
 d = to_device(buf, "cuda")
 grad = device_view(d, lambda b: b[:2, :4], buf)  # read whole before out= is zeroed

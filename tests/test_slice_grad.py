@@ -279,13 +279,13 @@ def test_every_width_into_new_and_strided_outputs(device, dtype, case, boxes):
 #: Windows whose rows are not whole (CUDA's one-pass kernel): rows longer than a warp's
 #: segment and not a multiple of its chunks, planes that end inside a warp's group of
 #: rows, reversed dimensions, a window starting inside a chunk, a crop, rows of a lane
-#: each (32 rows a step across planes of 9), 1-d.
+#: each (32 rows a step across planes of 9), 1-d (a segment of 4 pairs of chunks a lane).
 ONE_PASS_CASES = {
     "rows of 301": ((3, 5, 301), ((0, 0, 2), (3, 5, 297), (1, -1, 3))),
     "planes of 5 rows": ((2, 5, 7, 40), ((1, 1, 0, 1), (1, 4, 7, 38), (1, -2, 1, 2))),
     "crop": ((6, 70), ((1, 3), (5, 64), (-1, 1))),
     "short rows": ((3, 7, 9, 4), ((0, 1, 0, 1), (3, 6, 9, 3), (1, -1, 2, 2))),
-    "1-d": ((1003,), ((5,), (998,), (3,))),
+    "1-d": ((2100,), ((5,), (2093,), (3,))),
 }
 
 

@@ -26,6 +26,9 @@ from .warp import agent
 
 #: Consecutive elements a lane writes at a time.
 CHUNK = 4
+#: Pairs of chunks a lane takes of a row's segment where a work item has fewer than
+#: ``ROWS`` rows (its divisions would otherwise weigh on few elements), else one.
+MOST_PAIRS = 4
 #: Steps of rows a warp's work item walks.
 ROWS = 8
 
@@ -115,9 +118,10 @@ def _row_start():
 row_start = _row_start()
 
 
-def make_grad(item):
+def make_grad(item, pairs):
     """The one-pass slice_grad kernel for elements of numba type ``item`` (an unsigned
-    integer type of the element's width): ``(p, src, dst)``, ``p`` a
+    integer type of the element's width), each lane taking ``pairs`` pairs of chunks of
+    a row's segment: ``(p, src, dst)``, ``p`` a
     :data:`~dmlnumba.params.SLICE_GRAD_CUDA` block passed by value, ``src`` the
     gradient, ``dst`` the output; every position below 2**31."""
 
@@ -149,7 +153,7 @@ def make_grad(item):
         nw = int32(cuda.gridDim.x * cuda.blockDim.x // 32)
         while w < nwork:
             group = int32(w // nseg)
-            j0 = int32((w - group * nseg) * (2 * CHUNK) * lanes)
+            j0 = int32((w - group * nseg) * (2 * CHUNK) * lanes * pairs)
             first = int32(group * ROWS * across)
             row = int32(first + (lane >> lanes_log))
             end = min(first + ROWS * across, rows)
@@ -159,21 +163,22 @@ def make_grad(item):
                     inside = outer and t2 >= 0 and r2 == 0 and q2 < cnt2
                     gb = int32(src0 + q2 * gs2)
                     db = int32(dst0 + c2 * ds2)
-                    for u in range(2):
-                        j = int32(j0 + CHUNK * (col + lanes * u))
-                        if j < inner:
-                            t = int32(j - low)
-                            q, r = window_at(t, m, s, sp)
-                            v0 = v1 = v2 = v3 = zero
-                            if inside:
-                                v0, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v0)
-                                v1, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v1)
-                                v2, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v2)
-                                v3, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v3)
-                            put(dst, db, ds, j, inner, v0)
-                            put(dst, db, ds, j + 1, inner, v1)
-                            put(dst, db, ds, j + 2, inner, v2)
-                            put(dst, db, ds, j + 3, inner, v3)
+                    for v in range(pairs):
+                        for u in range(2):
+                            j = int32(j0 + CHUNK * (col + lanes * (2 * v + u)))
+                            if j < inner:
+                                t = int32(j - low)
+                                q, r = window_at(t, m, s, sp)
+                                v0 = v1 = v2 = v3 = zero
+                                if inside:
+                                    v0, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v0)
+                                    v1, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v1)
+                                    v2, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v2)
+                                    v3, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v3)
+                                put(dst, db, ds, j, inner, v0)
+                                put(dst, db, ds, j + 1, inner, v1)
+                                put(dst, db, ds, j + 2, inner, v2)
+                                put(dst, db, ds, j + 3, inner, v3)
                     row += across
                     if row >= end:
                         break

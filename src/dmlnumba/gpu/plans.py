@@ -16,7 +16,7 @@ from ..params import MAXD, NONZERO_CUDA, SLICE_GRAD_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .geometry import gather_grid, nonzero_tiling, slice_spec, slice_tiles
-from .grad_kernel import CHUNK, ROWS
+from .grad_kernel import CHUNK, MOST_PAIRS, ROWS
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, RING, STAGE_WORDS
 from .sim import SIM
@@ -279,7 +279,11 @@ class GradPlan(_Plan):
             rows *= n
         # A row's lanes: the fewest (a power of two, at most 32) that take it a chunk each.
         lanes_log = min(5, (-(-shape[-1] // CHUNK) - 1).bit_length())
-        nseg = -(-shape[-1] // (2 * CHUNK << lanes_log))
+        # A segment: a pair of chunks a lane, MOST_PAIRS in long rows where a work item
+        # has fewer than ROWS rows (its divisions would weigh on few elements).
+        self.many = rows < ROWS and shape[-1] >= MOST_PAIRS * 2 * CHUNK * 32
+        pairs = MOST_PAIRS if self.many else 1
+        nseg = -(-shape[-1] // (pairs * 2 * CHUNK << lanes_log))
         self.nwork = -(-rows // (ROWS * (32 >> lanes_log))) * nseg
         self.params = tuple(
             pack(
@@ -307,7 +311,7 @@ class GradPlan(_Plan):
         self.glo, self.gspan, self.dlo, self.dspan = glo, gspan, dlo, dspan
 
     def _make(self, spec, handle, ctx):
-        k = launch.kernel("grad", self.bits)
+        k = launch.kernel("grad", self.bits, variant=(self.many, 0))
         threads = config.CUDA_THREADS
         # A few waves of resident blocks (each warp walks work items until none is left).
         most = 2 if SIM else 4 * launch.resident_blocks(k, ctx, threads)
