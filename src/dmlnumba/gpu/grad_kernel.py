@@ -7,9 +7,10 @@ A row takes ``L`` lanes, the fewest (a power of two, at most 32) that cover it a
 of ``CHUNK`` elements each, so that short rows keep every lane busy; a warp's
 ``32 / L`` groups of lanes take interleaved rows (its stores stay together).  A work
 item is ``ROWS`` steps of ``32 / L`` consecutive rows, and a segment of
-``2 * CHUNK * L`` elements of each (rows longer than 32 chunks take two chunks a lane
-a segment).  Each lane writes ``CHUNK`` consecutive elements at a time; the window's
-test (``(index - low) % spacing == 0`` and within the count) takes one division by a
+``2 * pairs * CHUNK * L`` elements of each (``pairs`` 1, or :data:`MOST_PAIRS` in rows
+of 1024 elements or more where a work item has fewer than ``ROWS`` rows).  Each lane
+writes ``CHUNK`` consecutive elements at a time; the window's test
+(``(index - low) % spacing == 0`` and within the count) takes one division by a
 multiply a chunk, then steps element by element (:func:`take`); the next-to-last
 dimension's takes one a row.  The outer dimensions are divided where a lane's row
 enters a new plane (:data:`row_start`).  Every slot of the parameter block is read by
