@@ -308,10 +308,17 @@ def test_one_pass_windows(device, dtype, case):
     out = view_of(buf) if device == "cpu" else device_view(dbuf, view_of, buf)
     dmlnumba.slice_grad(to_device(g, device), shape, *w, out=out, device=device)
     check_written(buf, to_host(dbuf), view_of, want)
-    if device == "cuda":
+    if device == "cuda":  # the one-pass plan, a row on the fewest lanes that cover it
         from dmlnumba.gpu import plans
+        from dmlnumba.params import SLICE_GRAD_CUDA
 
-        assert any(k[0] == "grad" and k[1][0] == g.shape for k in list(plans._plans))
+        made = [v for k, v in list(plans._plans.items()) if k[0] == "grad" and k[1][0] == g.shape]
+        assert made
+        inner = shape[-1]
+        for plan in made:
+            lanes = 1 << plan.params[SLICE_GRAD_CUDA.lanes_log]
+            assert 4 * lanes >= min(inner, 128) and (lanes == 1 or 2 * lanes < inner)
+            assert plan.many == (len(shape) == 1 and inner >= 1024)
 
 
 @pytest.mark.parametrize("device", DEVICES)
