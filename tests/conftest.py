@@ -67,6 +67,13 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     _config.CUDA_NONZERO_ITEMS = 8  # the strided count's eight-load step runs too
     _config.CUDA_SLICE_ITEMS = 2
     _locked_shared_arrays()
+    # The simulator's block loop polls its threads, holding the GIL, while they run: at
+    # Python's default switch interval (5 ms) every handoff between the block's threads
+    # waits out such a slice, and the polling takes most of a kernel's time.  Shorter
+    # slices hand the GIL on sooner.
+    import sys as _sys
+
+    _sys.setswitchinterval(1e-4)
 
 
 @contextlib.contextmanager
