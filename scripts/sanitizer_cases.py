@@ -149,20 +149,22 @@ cuda.synchronize()
 print(f"{n_ok} cases ok (with a CUDA graph, numba and NumPy inputs)")
 
 # slice_grad: in one pass where the window's rows are not whole (rows of 33 and of 3, a
-# row's lanes 16 and 1), else the output zeroed, then the gradient copied into the
-# window's view of it.  Windows with negative strides on numba arrays of every bit
-# width, into a new output (a memset) and into an out= that is a non-contiguous view
-# (zeroed by the slice tiles storing zeros; the gaps between its elements must stay as
-# they were); a window as large as the output (nothing zeroed); a gradient that overlaps
-# its out= (copied first); float16 and bfloat16 PyTorch tensors, into new and
-# non-contiguous outputs; then the window's complement zeroed box by box (large windows'
-# way, forced here), by the full path and by the runner a repeat takes, into new and
-# poisoned given outputs.  Compared as bits: fill() draws NaNs and -0.0.
-SHAPES = [(5, 7, 33), (6, 11, 3)]
-for dtype, shape in itertools.product(["float64", "float32", "float16", "int8"], SHAPES):
+# row's lanes 16 and 1; 1-d windows of 3001, 4 pairs of chunks a lane), else the output
+# zeroed, then the gradient copied into the window's view of it.  Windows with negative
+# strides on numba arrays of every bit width, into a new output (a memset) and into an
+# out= that is a non-contiguous view (zeroed by the slice tiles storing zeros; the gaps
+# between its elements must stay as they were); a window as large as the output (nothing
+# zeroed); a gradient that overlaps its out= (copied first); float16 and bfloat16
+# PyTorch tensors, into new and non-contiguous outputs; then the window's complement
+# zeroed box by box (large windows' way, forced here), by the full path and by the
+# runner a repeat takes, into new and poisoned given outputs.  Compared as bits: fill()
+# draws NaNs and -0.0.
+WINDOWS_3D = (np.s_[1:, ::-1, 2::3], np.s_[4:0:-2, 1:, ::-5], np.s_[::-1, :, ::-1])
+CASES = [((5, 7, 33), WINDOWS_3D), ((6, 11, 3), WINDOWS_3D), ((3001,), (np.s_[5::3], np.s_[::-2]))]
+for dtype, (shape, windows) in itertools.product(["float64", "float32", "float16", "int8"], CASES):
     u = np.dtype(f"u{np.dtype(dtype).itemsize}")
     x = fill(rng, dtype, int(np.prod(shape)), 0.5).reshape(shape)
-    for idx in (np.s_[1:, ::-1, 2::3], np.s_[4:0:-2, 1:, ::-5], np.s_[::-1, :, ::-1]):
+    for idx in windows:
         w = dmlnumba.window(x.shape, idx)
         g = np.ascontiguousarray(x[idx])
         want = np.zeros(x.shape, u)
@@ -171,22 +173,11 @@ for dtype, shape in itertools.product(["float64", "float32", "float16", "int8"],
         assert (to_host(r).view(u) == want).all()
         buf = np.full((*shape[:-1], 2 * shape[-1]), 7, u)
         d = to_device(buf, "cuda")
-        o = device_view(d, lambda b: b[:, :, ::2].view(dtype), buf)
+        o = device_view(d, lambda b: b[..., ::2].view(dtype), buf)
         dmlnumba.slice_grad(to_device(g, "cuda"), x.shape, *w[:3], out=o)
         back = to_host(d)
-        assert (back[:, :, ::2] == want).all() and (back[:, :, 1::2] == 7).all()
+        assert (back[..., ::2] == want).all() and (back[..., 1::2] == 7).all()
         n_ok += 2
-for dtype in ["float64", "float32", "float16", "int8"]:  # 1-d: 4 pairs of chunks a lane
-    u = np.dtype(f"u{np.dtype(dtype).itemsize}")
-    x = fill(rng, dtype, 3001, 0.5)
-    for idx in (np.s_[5::3], np.s_[::-2]):
-        w = dmlnumba.window(x.shape, idx)
-        g = np.ascontiguousarray(x[idx])
-        want = np.zeros(x.shape, u)
-        want[idx] = g.view(u)
-        r = dmlnumba.slice_grad(to_device(g, "cuda"), x.shape, *w[:3], device="cuda")
-        assert (to_host(r).view(u) == want).all()
-        n_ok += 1
 buf = fill(rng, "float32", 4 * 8, 0.8).reshape(4, 8)
 d = to_device(buf, "cuda")
 grad = device_view(d, lambda b: b[:2, :4], buf)  # read whole before out= is zeroed
