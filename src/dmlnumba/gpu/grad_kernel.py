@@ -23,7 +23,7 @@ from numba import cuda, int32, uint32
 from ..params import MAXD
 from ..params import SLICE_GRAD_CUDA as P
 from .nonzero_write import divide32
-from .warp import agent
+from .warp import agent, aligned4, store4
 
 #: Consecutive elements a lane writes at a time.
 CHUNK = 4
@@ -164,22 +164,27 @@ def make_grad(item, pairs):
                     inside = outer and t2 >= 0 and r2 == 0 and q2 < cnt2
                     gb = int32(src0 + q2 * gs2)
                     db = int32(dst0 + c2 * ds2)
+                    # Chunks start on multiples of CHUNK: the row's start tells for all.
+                    vec = ds == 1 and aligned4(dst, uint32(db))
                     for v in range(pairs):
                         for u in range(2):
                             j = int32(j0 + CHUNK * (col + lanes * (2 * v + u)))
                             if j < inner:
-                                t = int32(j - low)
-                                q, r = window_at(t, m, s, sp)
                                 v0 = v1 = v2 = v3 = zero
                                 if inside:
+                                    t = int32(j - low)
+                                    q, r = window_at(t, m, s, sp)
                                     v0, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v0)
                                     v1, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v1)
                                     v2, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v2)
                                     v3, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v3)
-                                put(dst, db, ds, j, inner, v0)
-                                put(dst, db, ds, j + 1, inner, v1)
-                                put(dst, db, ds, j + 2, inner, v2)
-                                put(dst, db, ds, j + 3, inner, v3)
+                                if vec and j + 3 < inner:
+                                    store4(dst, uint32(db + j), v0, v1, v2, v3)
+                                else:
+                                    put(dst, db, ds, j, inner, v0)
+                                    put(dst, db, ds, j + 1, inner, v1)
+                                    put(dst, db, ds, j + 2, inner, v2)
+                                    put(dst, db, ds, j + 3, inner, v3)
                     row += across
                     if row >= end:
                         break

@@ -1,7 +1,7 @@
 """Warp primitives for the CUDA kernels, one interface for the GPU and the simulator.
 
 On a GPU each is the hardware instruction (a vote, a shuffle, a 16-byte load, a
-high-word multiply), or a constant of a pointer's type (its item width).
+vector store, a high-word multiply), or a constant of a pointer's type (its item width).
 Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``), which has no warp
 instructions, each is a stand-in through a shared array of its own.  The
 stand-ins synchronize the block, so the kernels call every primitive at a point
@@ -144,6 +144,15 @@ if SIM:
                 b |= v
         return np.uint64(a), np.uint64(b)
 
+    def aligned4(dst, i):
+        """Whether element ``i`` lies on :func:`store4`'s alignment: here where ``i`` is a
+        multiple of 4, so that tests reach both paths."""
+        return i % 4 == 0
+
+    def store4(dst, i, a, b, c, d):
+        """``a, b, c, d`` into elements ``i`` to ``i + 3`` of ``dst``."""
+        dst[i], dst[i + 1], dst[i + 2], dst[i + 3] = a, b, c, d
+
     def load_volatile(ary, i):
         """Element ``i`` of ``ary`` (one simulated thread's read is whole)."""
         return ary[i]
@@ -209,6 +218,46 @@ else:
             return context.make_tuple(builder, signature.return_type, words)
 
         return sig, codegen
+
+    def _vector_bytes(item):
+        """The bytes of one vector store of 4 items of numba type ``item`` (at most 16:
+        a store of 4 64-bit items is two of 16 bytes)."""
+        return min(16, item.bitwidth // 2)
+
+    @_intrinsic
+    def aligned4(typingctx, ptr, idx):
+        """Whether element ``idx`` of the raw pointer ``ptr`` lies on a multiple of
+        :func:`store4`'s alignment (4 items' bytes, at most 16)."""
+        mask = _vector_bytes(ptr.dtype) - 1
+
+        def codegen(context, builder, signature, args):
+            i = context.cast(builder, args[1], signature.args[1], _types.int64)
+            addr = builder.ptrtoint(builder.gep(args[0], [i]), _ir.IntType(64))
+            low = builder.and_(addr, _ir.Constant(_ir.IntType(64), mask))
+            return builder.icmp_unsigned("==", low, _ir.Constant(_ir.IntType(64), 0))
+
+        return _types.boolean(ptr, idx), codegen
+
+    @_intrinsic
+    def store4(typingctx, ptr, idx, a, b, c, d):
+        """``a, b, c, d`` into elements ``idx`` to ``idx + 3`` of the raw pointer ``ptr``
+        in one vector store (``st.global.v4`` of 1- to 4-byte items, two ``v2.u64`` of
+        8-byte ones), where :func:`aligned4` holds."""
+        item = ptr.dtype
+        align = _vector_bytes(item)
+
+        def codegen(context, builder, signature, args):
+            i = context.cast(builder, args[1], signature.args[1], _types.int64)
+            vty = _ir.VectorType(context.get_value_type(item), 4)
+            v = _ir.Constant(vty, _ir.Undefined)
+            for k, (val, ty) in enumerate(zip(args[2:], signature.args[2:])):
+                val = context.cast(builder, val, ty, item)
+                v = builder.insert_element(v, val, _ir.Constant(_ir.IntType(32), k))
+            dst = builder.bitcast(builder.gep(args[0], [i]), vty.as_pointer())
+            builder.store(v, dst, align=align)
+            return context.get_dummy_value()
+
+        return _types.void(ptr, idx, a, b, c, d), codegen
 
     @_intrinsic
     def load_volatile(typingctx, ary, idx):
