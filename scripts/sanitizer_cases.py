@@ -149,9 +149,10 @@ cuda.synchronize()
 print(f"{n_ok} cases ok (with a CUDA graph, numba and NumPy inputs)")
 
 # slice_grad: in one pass where the window's rows are not whole (rows of 33 and of 3, a
-# row's lanes 16 and 1; 1-d windows of 3001, 4 pairs of chunks a lane), else the output
-# zeroed, then the gradient copied into the window's view of it.  Windows with negative
-# strides on numba arrays of every bit width, into a new output (a memset) and into an
+# row's lanes 16 and 1; 1-d windows of 3001, 4 pairs of chunks a lane; the crops and the
+# 1-d [::-2] in every width, the sparser windows only where plans.one_pass takes them),
+# else the output zeroed, then the gradient copied into the window's view of it.  Windows
+# with negative strides on numba arrays of every bit width, into a new output (a memset) and into an
 # out= that is a non-contiguous view (zeroed by the slice tiles storing zeros; the gaps
 # between its elements must stay as they were); a window as large as the output (nothing
 # zeroed); a gradient that overlaps its out= (copied first); float16 and bfloat16
@@ -159,7 +160,12 @@ print(f"{n_ok} cases ok (with a CUDA graph, numba and NumPy inputs)")
 # zeroed box by box (large windows' way, forced here), by the full path and by the
 # runner a repeat takes, into new and poisoned given outputs.  Compared as bits: fill()
 # draws NaNs and -0.0.
-WINDOWS_3D = (np.s_[1:, ::-1, 2::3], np.s_[4:0:-2, 1:, ::-5], np.s_[::-1, :, ::-1])
+WINDOWS_3D = (
+    np.s_[1:, ::-1, 2::3],
+    np.s_[4:0:-2, 1:, ::-5],
+    np.s_[::-1, :, ::-1],
+    np.s_[:, ::-1, 1:],
+)
 CASES = [((5, 7, 33), WINDOWS_3D), ((6, 11, 3), WINDOWS_3D), ((3001,), (np.s_[5::3], np.s_[::-2]))]
 for dtype, (shape, windows) in itertools.product(["float64", "float32", "float16", "int8"], CASES):
     u = np.dtype(f"u{np.dtype(dtype).itemsize}")

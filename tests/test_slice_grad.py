@@ -276,16 +276,22 @@ def test_every_width_into_new_and_strided_outputs(device, dtype, case, boxes):
     check_written(buf, to_host(dbuf), view_of, want)
 
 
-#: Windows whose rows are not whole (CUDA's one-pass kernel): rows longer than a warp's
-#: segment and not a multiple of its chunks, planes that end inside a warp's group of
-#: rows, reversed dimensions, a window starting inside a chunk, a crop, rows of a lane
-#: each (32 rows a step across planes of 9), 1-d (a segment of 4 pairs of chunks a lane).
+#: Windows whose rows are not whole, with the item sizes that take CUDA's one-pass
+#: kernel there (the others a memset and a copy: 1- and 2-byte items where the window
+#: holds under half the output's elements, 8-byte ones under half its rows): rows
+#: longer than a warp's segment and not a multiple of its chunks, planes that end
+#: inside a warp's group of rows, reversed dimensions, a window starting inside a
+#: chunk, a crop, rows of a lane each (32 rows a step across planes of 9), 1-d (a
+#: segment of 4 pairs of chunks a lane).
 ONE_PASS_CASES = {
-    "rows of 301": ((3, 5, 301), ((0, 0, 2), (3, 5, 297), (1, -1, 3))),
-    "planes of 5 rows": ((2, 5, 7, 40), ((1, 1, 0, 1), (1, 4, 7, 38), (1, -2, 1, 2))),
-    "crop": ((6, 70), ((1, 3), (5, 64), (-1, 1))),
-    "short rows": ((3, 7, 9, 4), ((0, 1, 0, 1), (3, 6, 9, 3), (1, -1, 2, 2))),
-    "1-d": ((2100,), ((5,), (2093,), (3,))),
+    "rows of 301": ((3, 5, 301), ((0, 0, 2), (3, 5, 297), (1, -1, 3)), {4, 8}),
+    "half of rows of 301": ((3, 5, 301), ((0, 0, 0), (3, 5, 301), (1, -1, 2)), {1, 2, 4, 8}),
+    "planes of 5 rows": ((2, 5, 7, 40), ((1, 1, 0, 1), (1, 4, 7, 38), (1, -2, 1, 2)), {4}),
+    "crop": ((6, 70), ((1, 3), (5, 64), (-1, 1)), {1, 2, 4, 8}),
+    "short rows": ((3, 7, 9, 4), ((0, 1, 0, 1), (3, 6, 9, 3), (1, -1, 2, 2)), {4}),
+    "short crops": ((3, 7, 9, 4), ((0, 0, 0, 1), (3, 7, 9, 3), (1, -1, 1, 1)), {1, 2, 4, 8}),
+    "1-d": ((2100,), ((5,), (2093,), (3,)), {4, 8}),
+    "1-d, half": ((2100,), ((1,), (2099,), (2,)), {1, 2, 4, 8}),
 }
 
 
@@ -295,8 +301,9 @@ ONE_PASS_CASES = {
 def test_one_pass_windows(device, dtype, case):
     """Windows whose rows are not whole, into a new output and into a strided one inside
     a poisoned buffer: every element zero or the gradient's, nothing outside written.
-    On CUDA these take the one-pass kernel (asked of the plans kept)."""
-    shape, w = ONE_PASS_CASES[case]
+    On CUDA the item sizes the case names take the one-pass kernel (asked of the plans
+    kept), the others none."""
+    shape, w, widths = ONE_PASS_CASES[case]
     m = tuple(1 + (s - 1) // abs(t) for s, t in zip(w[1], w[2]))
     g = (np.arange(1, np.prod(m) + 1) % 250 + 1).astype(dtype).reshape(m)
     want = slice_grad_reference(g, shape, *w)
@@ -312,8 +319,12 @@ def test_one_pass_windows(device, dtype, case):
         from dmlnumba.gpu import plans
         from dmlnumba.params import SLICE_GRAD_CUDA
 
-        made = [v for k, v in list(plans._plans.items()) if k[0] == "grad" and k[1][0] == g.shape]
-        assert made
+        made = [
+            v
+            for k, v in list(plans._plans.items())
+            if k[0] == "grad" and k[1][0] == g.shape and k[1][2] == g.dtype
+        ]
+        assert bool(made) == (g.itemsize in widths)
         inner = shape[-1]
         for plan in made:
             lanes = 1 << plan.params[SLICE_GRAD_CUDA.lanes_log]

@@ -334,9 +334,17 @@ def one_pass(g, starts, steps, out):
     the one-pass kernel (:class:`GradPlan`): a window whose rows are not whole (a step
     or a crop in the last dimension: a memset's sectors would be read back and written
     again by the window's writes) and every position below 2**31.  Whole rows keep a
-    memset (or the complement's boxes) and one SLICE1 copy, which move no more bytes."""
+    memset (or the complement's boxes) and one SLICE1 copy, which move no more bytes.
+    So do windows where the memset runs faster than the kernel's steps through the
+    zeros (docs/PERFORMANCE.md, "Specialised paths"): of 1- and 2-byte items, under
+    half the output's elements (the kernel's cost is per element); of 8-byte items,
+    in under half the output's rows."""
     lows, spacing, _, _ = scatter_window(starts, steps, g.shape)
     if spacing[-1] == 1 and g.shape[-1] == out.shape[-1]:
+        return False
+    if g.itemsize <= 2 and 2 * g.size < out.size:
+        return False
+    if g.itemsize == 8 and 2 * g.size * out.shape[-1] < out.size * g.shape[-1]:
         return False
     gspan = extent(g.shape, g.strides, g.itemsize)[1]
     dspan = extent(out.shape, out.strides, out.itemsize)[1]
