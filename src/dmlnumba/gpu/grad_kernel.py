@@ -9,7 +9,8 @@ of ``CHUNK`` elements each, so that short rows keep every lane busy; a warp's
 item is ``ROWS`` steps of ``32 / L`` consecutive rows, and a segment of
 ``2 * pairs * CHUNK * L`` elements of each (``pairs`` 1, or :data:`MOST_PAIRS` in rows
 of 1024 elements or more where a work item has fewer than ``ROWS`` rows).  Each lane
-writes ``CHUNK`` consecutive elements at a time; the window's test
+writes ``CHUNK`` consecutive elements at a time, in one vector store where the output's
+row is contiguous and starts on the store's alignment; the window's test
 (``(index - low) % spacing == 0`` and within the count) takes one division by a
 multiply a chunk, then steps element by element (:func:`take`); the next-to-last
 dimension's takes one a row.  The outer dimensions are divided where a lane's row
