@@ -60,6 +60,15 @@ def take(src, base, stride, t, r, q, count, spacing, v):
 
 
 @agent
+def take_crop(src, base, stride, t, count, v):
+    """:func:`take` where the window's spacing is 1: the gradient's element ``t`` where
+    ``0 <= t < count``, else ``v``."""
+    if t >= 0 and t < count:
+        v = src[uint32(base + t * stride)]
+    return v
+
+
+@agent
 def put(dst, base, stride, j, inner, v):
     """``v`` into element ``j`` of the output's row at ``base``, if the row has one."""
     if j < inner:
@@ -172,8 +181,13 @@ def make_grad(item, pairs):
                             j = int32(j0 + CHUNK * (col + lanes * (2 * v + u)))
                             if j < inner:
                                 v0 = v1 = v2 = v3 = zero
-                                if inside:
-                                    t = int32(j - low)
+                                t = int32(j - low)
+                                if inside and sp == 1:  # a crop: no steps to count
+                                    v0 = take_crop(src, gb, gs, t, cnt, v0)
+                                    v1 = take_crop(src, gb, gs, t + 1, cnt, v1)
+                                    v2 = take_crop(src, gb, gs, t + 2, cnt, v2)
+                                    v3 = take_crop(src, gb, gs, t + 3, cnt, v3)
+                                elif inside:
                                     q, r = window_at(t, m, s, sp)
                                     v0, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v0)
                                     v1, t, r, q = take(src, gb, gs, t, r, q, cnt, sp, v1)
