@@ -818,3 +818,23 @@ def _status_words(args):
     simulator, an array)."""
     status = args[2]
     return status.shape[0] if hasattr(status, "shape") else args[4]
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+def test_cuda_plans_of_one_kernel_keep_their_grids(monkeypatch):
+    """Two layouts of one kernel variant (float64, 3-d, 3 columns) with grids of 10 and 5
+    tiles, called in turn: each launch runs its own plan's grid.  The simulator's
+    ``kernel[grid, block]`` configures the kernel object itself, so a kept launcher once
+    launched with the grid a later plan asked for: tiles left out, or a tile past the
+    look-back buffer."""
+    from dmlnumba import config
+
+    monkeypatch.setattr(config, "CUDA_THREADS", 64)
+    monkeypatch.setattr(config, "CUDA_NONZERO_ITEMS", 2)
+    base = fill(np.random.default_rng(3), "float64", 5 * 7 * 33, 0.3).reshape(5, 7, 33)
+    for _ in range(2):
+        for x in (base, base[::-1, :, ::2]):
+            c, k = dmlnumba.nonzero_coordinates(to_device(x, "cuda"), device="cuda")
+            n = int(to_host(c)[0])
+            want = np.argwhere(x)
+            assert n == len(want) and (to_host(k)[:n] == want).all()

@@ -14,6 +14,7 @@ parameter (numba's array ABI, :func:`array_arg`).  Nothing else of numba-cuda's 
 used beyond its public ``cuda.jit``, ``cuda.to_device`` and array interfaces.
 """
 
+import copy
 import ctypes
 import functools
 import threading
@@ -120,7 +121,10 @@ def launcher(k, grid, block, stream, ctx=0, params=()):
     function handle, geometry, stream and parameter block bound, so that a caller
     that keeps it (a plan's state for a stream) passes only the addresses."""
     if SIM:
-        return functools.partial(k[grid, block], params)
+        # The simulator's ``kernel[grid, block]`` configures the kernel object itself
+        # and returns it: a launcher kept with one grid would launch with the last
+        # grid any plan of that kernel asked for.  Each launcher configures a copy.
+        return functools.partial(copy.copy(k)[grid, block], params)
     if isinstance(block, tuple):
         block = block + (1,) * (3 - len(block))
     else:
