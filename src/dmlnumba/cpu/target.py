@@ -140,13 +140,17 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
 
         return run
     may_share = np.may_share_memory
+    bytes_view = by_bytes(first)
 
     def run_out(x, o):
         a = o if type(o) is np.ndarray else o.numpy()  # a PyTorch CPU tensor's memory
         if may_share(x, a):
             return None
         if not covers:
-            a.fill(0)  # (less a call than an assignment of 0)
+            if bytes_view:  # (asked of the first output: the runner's key holds its layout)
+                a.view(np.uint8).fill(0)
+            else:
+                a.fill(0)  # (less a call than an assignment of 0)
         copy(x, a[idx])
         if a is not o:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
@@ -160,10 +164,29 @@ def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
     return np.zeros(shape, dtype)
 
 
+#: Bytes from which a C-contiguous array of items of 4 bytes or more is zeroed through a
+#: byte view: NumPy fills bytes by memset and wider items element by element, and below
+#: this the view costs more than it saves (docs/PERFORMANCE.md, "Specialised paths").
+ZERO_BYTES_VIEW = 16384
+
+
+def by_bytes(a):
+    """Whether ``a`` is zeroed through a byte view (:data:`ZERO_BYTES_VIEW`)."""
+    return a.itemsize >= 4 and a.nbytes >= ZERO_BYTES_VIEW and a.flags.c_contiguous
+
+
+def zero(a):
+    """Every element of ``a`` set to zero bits (+0.0 for floats)."""
+    if by_bytes(a):
+        a.view(np.uint8).fill(0)
+    else:
+        a.fill(0)
+
+
 def zero_views(views, stream=None):
     """Every element of each array set to zero bits (+0.0 for floats)."""
     for a in views:
-        a.fill(0)
+        zero(a)
 
 
 def strided_view(a, lows, spacing, shape):
