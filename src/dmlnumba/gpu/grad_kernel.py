@@ -34,6 +34,13 @@ MOST_PAIRS = 4
 #: Steps of rows a warp's work item walks.
 ROWS = 8
 
+
+def pairs_of(many):
+    """Pairs of chunks a lane takes of a row's segment: :data:`MOST_PAIRS` in the variant
+    for long rows where a work item has fewer than ``ROWS`` rows (``many``), else one."""
+    return MOST_PAIRS if many else 1
+
+
 _K2 = MAXD - 2  # the next-to-last dimension's slot
 _LAST = MAXD - 1
 

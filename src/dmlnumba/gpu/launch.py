@@ -26,7 +26,7 @@ from .._internals import function_handle
 from ..caches import Bounded
 from ..cpu.cachefile import checked
 from ..params import NONZERO_CUDA, SLICE_CUDA, SLICE_GATHER_CUDA, SLICE_GRAD_CUDA, size
-from .grad_kernel import MOST_PAIRS, make_grad
+from .grad_kernel import make_grad, pairs_of
 from .memory import check
 from .nonzero_kernel import make_nonzero
 from .sim import SIM
@@ -57,7 +57,7 @@ def python_kernel(name, src_bits, variant=(False, 0), regs=0):
     if name == "gather":
         return make_gather(_UINT[src_bits], gather_loads(src_bits))
     if name == "grad":
-        return make_grad(_UINT[src_bits], MOST_PAIRS if variant[0] else 1)
+        return make_grad(_UINT[src_bits], pairs_of(variant[0]))
     return make_nonzero(128 // src_bits, _UINT[src_bits], *variant, regs=regs)
 
 

@@ -16,7 +16,7 @@ from ..params import MAXD, NONZERO_CUDA, SLICE_GRAD_CUDA, pack
 from ..validation import nonzero_mask, uint_of_size
 from . import launch
 from .geometry import gather_grid, nonzero_tiling, slice_spec, slice_tiles
-from .grad_kernel import CHUNK, MOST_PAIRS, ROWS
+from .grad_kernel import CHUNK, MOST_PAIRS, ROWS, pairs_of
 from .memory import current_context, zero
 from .policy import EXPAND_WARP, EXPAND_WORDS, RING, STAGE_WORDS
 from .sim import SIM
@@ -282,8 +282,7 @@ class GradPlan(_Plan):
         # A segment: a pair of chunks a lane, MOST_PAIRS in long rows where a work item
         # has fewer than ROWS rows (its divisions would weigh on few elements).
         self.many = rows < ROWS and shape[-1] >= MOST_PAIRS * 2 * CHUNK * 32
-        pairs = MOST_PAIRS if self.many else 1
-        nseg = -(-shape[-1] // (pairs * 2 * CHUNK << lanes_log))
+        nseg = -(-shape[-1] // (pairs_of(self.many) * 2 * CHUNK << lanes_log))
         self.nwork = -(-rows // (ROWS * (32 >> lanes_log))) * nseg
         self.params = tuple(
             pack(
