@@ -85,6 +85,31 @@ def test_first_calls_compile_only_their_own_kernels(tmp_path):
         assert got == want, f"step {i}: {got}"
 
 
+SLICES = (
+    COUNTS
+    + """
+steps = []
+x = (np.arange(1 << 16) % 3).astype(np.float32).reshape(256, 256)
+for idx in (np.s_[:, ::-1], np.s_[::-1, ::-1], np.s_[:, ::3], np.s_[1:, 2:]):
+    dmlnumba.slice1(x, *dmlnumba.window(x.shape, idx))
+    steps.append(counts().get("copy_chunk C", 0))
+print(json.dumps(steps))
+"""
+)
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's compilations"
+)
+def test_first_slice_calls_compile_their_own_kind_of_rows(tmp_path):
+    """A slice1 call compiles the chunk copy of its kind of rows alone
+    (cpu.slice_kinds): reversed rows one, the same kind in another window none, a
+    stepped window and then a plain one one more each."""
+    r = run_python(SLICES, env=dict(NUMBA_CACHE_DIR=str(tmp_path)), timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [1, 1, 2, 3]
+
+
 @pytest.mark.boundscheck
 def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
     import logging
@@ -132,10 +157,13 @@ for n in (4096, big):
         w = dmlnumba.window(x.shape, (idx,))
         dmlnumba.slice1(x, *w)
     m = x.reshape(-1, 16)
-    for idx in (np.s_[::-1, 3:], np.s_[:, ::-2], np.s_[1::2, ::5]):
-        w = dmlnumba.window(m.shape, idx)
-        dmlnumba.slice1(m, *w)
-        dmlnumba.slice1(m, *w, out=np.empty(m[idx].shape, np.float32).T.copy().T)
+    for y, idx in ((m, np.s_[::-1, 3:]), (m, np.s_[:, ::-2]), (m, np.s_[1::2, ::5]),
+                   (m.T, np.s_[:, 1:])):  # the last: tiles (a transposed input)
+        w = dmlnumba.window(y.shape, idx)
+        dmlnumba.slice1(y, *w)
+        h, k = y[idx].shape
+        dmlnumba.slice1(y, *w, out=np.empty((k, h), np.float32).T)
+        dmlnumba.slice1(y, *w, out=np.empty((h, 2 * k), np.float32)[:, ::2])
 print("done")
 """
 

@@ -317,7 +317,7 @@ def test_tiny_windows_are_copied_by_numpy_and_larger_ones_by_the_kernel(monkeypa
 
     calls = []
     real = cpu_slice._copy
-    monkeypatch.setattr(cpu_slice, "_copy", lambda *a: (calls.append(a[-1]), real(*a)))
+    monkeypatch.setattr(cpu_slice, "_copy", lambda *a: (calls.append(a[5]), real(*a)))
     monkeypatch.setattr(keys, "runners", Bounded())
     raw = np.array([0x7FC01234, 0x80000000, 0xFF800000, 1, 2, 3] * 50, np.uint32)
     x = raw.view(np.float32).reshape(15, 20)
@@ -364,6 +364,65 @@ def test_blocks_of_rows_and_planes_across_chunks(dtype, chunk, monkeypatch):
         dmlnumba.slice1(x, *dmlnumba.window(shape, idx), out=out)
         u = f"u{isz}"
         np.testing.assert_array_equal(out.view(u), x[idx].view(u))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.float64])
+def test_every_kind_of_rows_takes_its_own_chunk_copy(dtype, monkeypatch):
+    """Each kind of rows (cpu.slice_kinds.KINDS) is the copy of the windows it names,
+    and its chunk copy (compiled for that kind alone) gives NumPy's window bit for bit,
+    across chunks that start and end inside rows: the 1-byte gathers only for 1-byte
+    items (wider ones step by the runtime stride), tiles for a transposed input."""
+    from dmlnumba import config
+    from dmlnumba.cpu import slice as cpu_slice
+
+    monkeypatch.setattr(config, "CPU_SLICE_CHUNK", 7)
+    monkeypatch.setattr(config, "CPU_SLICE_NUMPY_MAX", 0)
+    kinds = []
+    real = cpu_slice._copy
+    monkeypatch.setattr(cpu_slice, "_copy", lambda *a: (kinds.append(a[6]), real(*a)))
+    isz = np.dtype(dtype).itemsize
+    raw = np.random.default_rng(isz).integers(0, 256, (64 * 64 * isz), dtype=np.uint8)
+    x = raw.view(dtype).reshape(64, 64)
+    one = "gather" if isz == 1 else "strided"
+    cases = [
+        (x[:5], np.s_[1:, 2:63], "plain"),
+        (x[:5], np.s_[:, ::-1], "reversed"),
+        (x[:5], np.s_[:, 1::2], one + ("2" if isz == 1 else "")),
+        (x[:5], np.s_[::-1, ::3], one + ("3" if isz == 1 else "")),
+        (x[:5], np.s_[:, 3::4], one + ("4" if isz == 1 else "")),
+        (x[:5], np.s_[:, ::5], "strided"),
+        (x[:5], np.s_[:, ::-2], "strided"),
+        (x.T, np.s_[1:, ::-1], "tiles"),
+        (x.T[:, :4], np.s_[:, :], "strided"),  # rows of 4: too short for tiles
+    ]
+    for y, idx, kind in cases:
+        want = y[idx].copy()
+        got = dmlnumba.slice1(y, *dmlnumba.window(y.shape, idx))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        assert kinds[-1] == kind, (idx, kinds[-1])
+        h, w = want.shape
+        out = np.zeros((h, 2 * w), dtype)[:, ::-2]  # an output with gaps, reversed rows
+        dmlnumba.slice1(y, *dmlnumba.window(y.shape, idx), out=out)
+        u = f"u{isz}"
+        np.testing.assert_array_equal(out.view(u), want.view(u))
+        assert kinds[-1] == "general"
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float64])
+def test_the_compile_command_takes_every_kind_of_rows(dtype, monkeypatch):
+    """The compile command's slice1 group (precompile._every_kind) copies rows of every
+    kind its width has (the gathers are 1-byte items'), so that no first call compiles
+    a chunk copy after it (test_first_call checks the float32 group end to end)."""
+    from dmlnumba import precompile
+    from dmlnumba.cpu import slice as cpu_slice
+    from dmlnumba.cpu.slice_kinds import KINDS
+
+    kinds = set()
+    real = cpu_slice._copy
+    monkeypatch.setattr(cpu_slice, "_copy", lambda *a: (kinds.add(a[6]), real(*a)))
+    precompile._every_kind(np.dtype(dtype))
+    want = {k for k in KINDS if dtype == np.uint8 or not k.startswith("gather")}
+    assert kinds == want
 
 
 @pytest.mark.parametrize("numpy_max", [0, 1 << 16])

@@ -21,7 +21,7 @@ CASES = [("slice1", t, None) for t in ("uint8", "uint16", "float32", "float64")]
 #: CPU seconds a group of :data:`CASES` (by operator and coordinate dtype) takes to
 #: compile cold in one process on a 2-core machine: the estimate printed before a
 #: compile starts (docs/PERFORMANCE.md, "Startup and compile time").
-GROUP_SECONDS = {("slice1", None): 3.6, ("nonzero", "uint32"): 9.6, ("nonzero", "uint64"): 9.6}
+GROUP_SECONDS = {("slice1", None): 7.1, ("nonzero", "uint32"): 9.6, ("nonzero", "uint64"): 9.6}
 
 
 def group_seconds(case):
@@ -46,7 +46,30 @@ def compile_group(op, t, c):
         for way in _ways():
             with way:
                 _calls(op, x, c)
+    if op == "slice1":
+        _every_kind(np.dtype(t))
     return time.process_time() - t0
+
+
+def _every_kind(t):
+    """slice1 calls whose copies take every kind of rows of ``t`` items
+    (:data:`~dmlnumba.cpu.slice_kinds.KINDS`): each kind's chunk copy, which a first
+    call compiles alone.  Windows of more than ``CPU_SLICE_NUMPY_MAX`` elements, which
+    the kernel copies."""
+    from math import isqrt
+
+    from . import config
+
+    side = 8 * isqrt(config.CPU_SLICE_NUMPY_MAX) + 8  # side * side / 5 elements are more
+    x = np.ones((side, side), t)
+    windows = [(x, np.s_[:, s]) for s in (slice(None), slice(None, None, -1))]
+    windows += [(x, np.s_[:, ::s]) for s in (2, 3, 4, 5)]  # gathers (1-byte items), steps
+    windows += [(x.T, np.s_[:, :])]  # a transposed input: tiles
+    for y, idx in windows:
+        want = y[idx]
+        dmlnumba.slice1(y, *dmlnumba.window(y.shape, idx), out=np.empty(want.shape, t))
+    gaps = np.empty((want.shape[0], 2 * want.shape[1]), t)[:, ::2]  # general
+    dmlnumba.slice1(y, *dmlnumba.window(y.shape, idx), out=gaps)
 
 
 def _ways():
@@ -83,8 +106,8 @@ def _calls(op, x, c):
 
     n, t = x.size, x.dtype
     if op == "slice1":
-        # Into out=: the kernel, also for windows that a new output would copy with
-        # NumPy.
+        # Into out=: the large input's reversed rows on each way's driver (the small
+        # one's window is NumPy's copy); every kind of rows: _every_kind.
         dmlnumba.slice1(x, (0,), (n,), (-1,), out=np.empty(n, t))
         return
     dmlnumba.nonzero_coordinates(x, dtype=c)  # one column: positions; big: parallel

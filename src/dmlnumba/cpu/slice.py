@@ -8,18 +8,20 @@ from .. import config
 from ..interop import torch_written
 from ..layout import c_strides, slice_geometry, uint_of_size
 from . import compiling, process, threads
+from .slice_kinds import chunk_kind
 from .views import flat_view, library_runner, out_view, reader
 
 
-def _copy(src, src_base, dst, dst_base, geom, size):
+def _copy(src, src_base, dst, dst_base, geom, size, kind):
     """Run the slice kernel over ``size`` output elements: on numba's threads where
     the copy is large enough to gain from them and the machine has a core free for
-    them (:func:`dmlnumba.cpu.threads.slice_parallel`)."""
+    them (:func:`dmlnumba.cpu.threads.slice_parallel`); ``kind``: ``geom``'s
+    :func:`~dmlnumba.cpu.slice_kinds.chunk_kind`."""
     k = process.kernels()
     chunk = config.CPU_SLICE_CHUNK
     nchunks = -(-size // chunk)
     key = ("slice1", 8 * src.itemsize)
-    f = compiling.c_function_address(k.chunk_function, "slice1", 8 * src.itemsize)
+    f = compiling.c_function_address(k.chunk_function, "slice1", 8 * src.itemsize, kind)
     if threads.slice_parallel(size, nchunks):
         threads.run_parallel(
             k.slice_copy_parallel,
@@ -75,6 +77,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
         _, dbase, dstr = flat_view(out)
     geom, off = slice_geometry(out_shape, starts, steps, sstr, dstr)
     base = sbase + off
+    kind = chunk_kind(geom, dtype.itemsize)
     read = reader(x)
     small = size <= config.CPU_SLICE_NUMPY_MAX
     if out is None:
@@ -86,7 +89,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
 
         def new(x):
             o = np.empty(out_shape, dtype)
-            _copy(read(x), base, o.ravel().view(u), 0, geom, size)
+            _copy(read(x), base, o.ravel().view(u), 0, geom, size, kind)
             return o
 
         return new
@@ -109,7 +112,7 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
         elif may_share(x, o):
             return None
         else:
-            _copy(read(x), base, write(o), dbase, geom, size)
+            _copy(read(x), base, write(o), dbase, geom, size, kind)
         if o is not out:
             torch_written(out)  # as PyTorch's in-place ops mark the tensors they write
         return out
@@ -136,4 +139,4 @@ def slice1(x, starts, steps, out, stream=None, fresh=False):
     src, sbase, sstr = flat_view(x)
     dst, dbase, dstr = flat_view(out)
     geom, off = slice_geometry(out.shape, starts, steps, sstr, dstr)
-    _copy(src, sbase + off, dst, dbase, geom, out.size)
+    _copy(src, sbase + off, dst, dbase, geom, out.size, chunk_kind(geom, dst.itemsize))

@@ -1,6 +1,7 @@
 """The CPU slice1 kernel: strided rows copied chunk by chunk (gathered, reversed or
-plain), with software prefetch of the rows ahead; one body compiled serial and
-``parallel=True``."""
+plain), with software prefetch of the rows ahead.  The chunk copy is one body
+compiled for each bit width and kind of rows (:mod:`.slice_kinds`), the driver one
+body compiled serial and ``parallel=True``."""
 
 import numpy as np
 from numba import carray, prange, types
@@ -12,17 +13,13 @@ from .compiling import c_function, jit
 from .indexmath import _inline, block_bounds, next_row, offset, unravel
 from .llvm import call_void, data_pointer, item_pointer
 from .llvm import prefetch as _prefetch
+from .slice_kinds import KINDS, LINE, TILE
 
-#: A cache line, in bytes (the step between software prefetches).
-LINE = 64
 #: Rows prefetched ahead of the one being copied, and the widest source row
 #: (in bytes, first to last element) that is prefetched at all: a wider row
 #: would not stay in cache until its turn.
 PREFETCH_ROWS = 2
 PREFETCH_SPAN = 8192
-#: Rows copied together where a transposed input puts each row's elements on
-#: lines of their own and the next rows' elements on the same lines.
-TILE = 8
 #: Contiguous rows of at least this many bytes are copied by ``memcpy``.
 MEMCPY_BYTES = 256
 
@@ -138,13 +135,12 @@ def _rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, pst, n, nrows, nplanes, on, li
 
 
 @_inline
-def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line):
-    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` for
-    ``ss`` 1 or -1 (contiguous or reversed rows into contiguous rows): one loop nest
-    per kind of row (:func:`_rows`), the kind decided once a block, so that short
-    rows cost a few instructions each; long contiguous rows go to ``memcpy``.  ``on``:
-    prefetch the row ``PREFETCH_ROWS`` ahead, by its stride as a constant."""
-    if ss == 1 and n * _item_bytes(src) >= MEMCPY_BYTES:
+def _copy_plain_rows(src, dst, s, d, ps, pd, rs, rd, n, nrows, nplanes, on, line):
+    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k]`` (contiguous
+    rows into contiguous rows): long rows by ``memcpy``, short ones by the loop nest of
+    :func:`_rows` with constant strides, so that they cost a few instructions each.
+    ``on``: prefetch the row ``PREFETCH_ROWS`` ahead, by its stride as a constant."""
+    if n * _item_bytes(src) >= MEMCPY_BYTES:
         for q in range(nplanes):
             a = s + q * ps
             b = d + q * pd
@@ -154,76 +150,51 @@ def _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, l
                 _memcpy(dst, b, src, a, n)
                 a += rs
                 b += rd
-    elif ss == 1:
-        _rows(src, dst, s, d, ps, pd, rs, rd, 1, 1, 1, n, nrows, nplanes, on, line)
     else:
-        _rows(src, dst, s, d, ps, pd, rs, rd, -1, 1, -1, n, nrows, nplanes, on, line)
+        _rows(src, dst, s, d, ps, pd, rs, rd, 1, 1, 1, n, nrows, nplanes, on, line)
 
 
-def _strided_rows(one_byte):
-    """The strided block copy (:func:`copy_strided_rows` below) for 1-byte items
-    (``one_byte``) or wider ones: a closure constant, which numba prunes before it
-    types the body, so that the 1-byte gathers are compiled into that width's kernel
-    alone (as LLVM had folded them away from the others: the same code)."""
-
-    def copy_strided_rows(
-        src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
-    ):
-        """The block ``dst[d + q*pd + i*rd + k*ds] = src[s + q*ps + i*rs + k*ss]`` for
-        the other strides (see :func:`_copy_unit_rows`): the runtime-stride gather runs
-        scalar, which beats a vector gather for items of 2 bytes and more; items of 1
-        byte gather by constant strides 2, 3 and 4 (vectorized, faster than the scalar
-        loop), loops compiled only where ``one_byte`` holds; ``tiles``: rows whose
-        every element lies on a cache line of its own, with the next rows' elements on
-        the same lines (a transposed input), are copied ``TILE`` rows at a time, column
-        by column, so that each line read serves them all before it leaves the cache."""
-        if one_byte and ds == 1 and ss == 2:
-            _rows(src, dst, s, d, ps, pd, rs, rd, 2, 1, ss, n, nrows, nplanes, on, line)
-        elif one_byte and ds == 1 and ss == 3:
-            _rows(src, dst, s, d, ps, pd, rs, rd, 3, 1, ss, n, nrows, nplanes, on, line)
-        elif one_byte and ds == 1 and ss == 4:
-            _rows(src, dst, s, d, ps, pd, rs, rd, 4, 1, ss, n, nrows, nplanes, on, line)
-        elif ds == 1 and tiles:
-            u = np.uint64
-            for q in range(nplanes):
-                a0 = s + q * ps
-                b0 = d + q * pd
-                for i0 in range(0, nrows, TILE):
-                    m = min(TILE, nrows - i0)
-                    a = a0 + i0 * rs
-                    b = b0 + i0 * rd
-                    for k in range(n):
-                        for i in range(m):
-                            dst[u(b + i * rd + k)] = src[u(a + i * rs)]
-                        a += ss
-        elif ds == 1:  # other strides (steps, broadcast sources) into contiguous rows
-            _rows(src, dst, s, d, ps, pd, rs, rd, ss, 1, ss, n, nrows, nplanes, on, line)
-        else:  # outputs with gaps or reversed rows (out= arrays)
-            _rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, ss, n, nrows, nplanes, on, line)
-
-    return copy_strided_rows
+@_inline
+def _copy_tiles(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes):
+    """The block ``dst[d + q*pd + i*rd + k] = src[s + q*ps + i*rs + k*ss]`` where every
+    element of a row lies on a cache line of its own and the next rows' elements on the
+    same lines (a transposed input): ``TILE`` rows at a time, column by column, so that
+    each line read serves them all before it leaves the cache."""
+    u = np.uint64
+    for q in range(nplanes):
+        a0 = s + q * ps
+        b0 = d + q * pd
+        for i0 in range(0, nrows, TILE):
+            m = min(TILE, nrows - i0)
+            a = a0 + i0 * rs
+            b = b0 + i0 * rd
+            for k in range(n):
+                for i in range(m):
+                    dst[u(b + i * rd + k)] = src[u(a + i * rs)]
+                a += ss
 
 
-_copy_strided_rows = _inline(_strided_rows(False))
-_copy_strided_bytes = _inline(_strided_rows(True))
-
-
-def _chunk_copy(one_byte):
-    """The chunk copy (:func:`copy_chunk` below) for 1-byte items (``one_byte``) or
-    wider ones, which call the strided block copy of their width
-    (:func:`_strided_rows`): a closure constant, pruned before numba types the body,
-    and keyed apart in its disk cache."""
+def _chunk_copy(kind):
+    """The chunk copy (:func:`copy_chunk` below) of one kind of rows
+    (:data:`~dmlnumba.cpu.slice_kinds.KINDS`): a
+    closure constant, which numba prunes before it types the body (so that a first call
+    compiles its own kind's loop nest alone: docs/PERFORMANCE.md, "Startup and compile
+    time"), and keyed apart in its disk cache."""
+    if kind not in KINDS:
+        raise ValueError(f"_chunk_copy: no kind of rows {kind!r}")
+    plain, reverse, tiles, strided = (kind == k for k in ("plain", "reversed", "tiles", "strided"))
+    gather = int(kind[-1]) if kind.startswith("gather") else 0
 
     def copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
         """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
         copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
         gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
-        function of each bit width (:func:`chunk_function`), which both drivers below
+        function of each bit width and kind (:func:`chunk_function`), which both drivers below
         call through its address.
 
-        Blocks of the largest shape that fits what is left (:func:`_block`), each one
-        loop nest (:func:`_copy_unit_rows`, :func:`_copy_strided_rows`).  The odometer
-        (and a full offset computation) runs only where a block ends a run.
+        Blocks of the largest shape that fits what is left (:func:`_block`), each the
+        kind's loop nest (:func:`_copy_plain_rows`, :func:`_rows`, :func:`_copy_tiles`).
+        The odometer (and a full offset computation) runs only where a block ends a run.
         """
         src = carray(sp, sn)
         dst = carray(dp, dn)
@@ -258,7 +229,6 @@ def _chunk_copy(one_byte):
         # memcpy copies: the hardware follows a stream of lines, and a prefetch slows
         # their copy (docs/PERFORMANCE.md, "Specialised paths").
         step = rs if rs > 0 else -rs
-        tiles = (ss if ss > 0 else -ss) >= line and step < line and row >= TILE and nr >= TILE
         span = (row - 1) * (ss if ss > 0 else -ss) + 1
         memcpy_rows = ss == 1 and ds == 1 and row * _item_bytes(src) >= MEMCPY_BYTES
         pf = ss != 0 and ndim > 1 and step >= span + line and not memcpy_rows
@@ -271,16 +241,22 @@ def _chunk_copy(one_byte):
             n, nrows, nplanes, on, planes = _block(
                 c, r, coords, ndim, row, nr, npl, plane, remaining, pf
             )
-            if ds == 1 and (ss == 1 or ss == -1):
-                _copy_unit_rows(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes, on, line)
-            elif one_byte:
-                _copy_strided_bytes(
-                    src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
-                )
-            else:
-                _copy_strided_rows(
-                    src, dst, s, d, ps, pd, rs, rd, ss, ds, n, nrows, nplanes, on, line, tiles
-                )
+            if plain:  # ss == ds == 1
+                _copy_plain_rows(src, dst, s, d, ps, pd, rs, rd, n, nrows, nplanes, on, line)
+            elif reverse:  # ss == -1, ds == 1
+                _rows(src, dst, s, d, ps, pd, rs, rd, -1, 1, -1, n, nrows, nplanes, on, line)
+            elif gather == 2:  # ss == 2, ds == 1, 1-byte items
+                _rows(src, dst, s, d, ps, pd, rs, rd, 2, 1, ss, n, nrows, nplanes, on, line)
+            elif gather == 3:
+                _rows(src, dst, s, d, ps, pd, rs, rd, 3, 1, ss, n, nrows, nplanes, on, line)
+            elif gather == 4:
+                _rows(src, dst, s, d, ps, pd, rs, rd, 4, 1, ss, n, nrows, nplanes, on, line)
+            elif tiles:  # ds == 1
+                _copy_tiles(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes)
+            elif strided:  # ds == 1
+                _rows(src, dst, s, d, ps, pd, rs, rd, ss, 1, ss, n, nrows, nplanes, on, line)
+            else:  # general
+                _rows(src, dst, s, d, ps, pd, rs, rd, ss, ds, ss, n, nrows, nplanes, on, line)
             remaining -= n * nrows * nplanes
             if remaining <= 0:
                 break
@@ -310,8 +286,8 @@ def _chunk_copy(one_byte):
     return copy_chunk
 
 
-def chunk_function(bits):
-    """The address of the chunk copy (:func:`_chunk_copy`) for ``bits``-bit items as a
+def chunk_function(bits, kind):
+    """The address of the chunk copy (:func:`_chunk_copy`) of ``kind`` for ``bits``-bit items as a
     C function (made, or loaded from numba's cache), which the drivers call; the target
     makes it once (``cpu.compiling.c_function_address``).  Called directly, as a jitted
     function, its code was linked into each driver's, and LLVM optimized and compiled
@@ -319,7 +295,7 @@ def chunk_function(bits):
     parallel call's compile (docs/PERFORMANCE.md)."""
     p, i = item_pointer(bits), types.int64
     sig = types.void(p, i, i, p, i, i, types.CPointer(i), i, i, i)
-    return c_function(sig, _chunk_copy(bits == 8))
+    return c_function(sig, _chunk_copy(kind))
 
 
 def _slice_driver(parallel):
