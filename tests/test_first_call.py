@@ -110,6 +110,47 @@ def test_first_slice_calls_compile_their_own_kind_of_rows(tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [1, 1, 2, 3]
 
 
+SCRATCH = """
+import json
+import numpy as np
+import dmlnumba
+from numba.core import event
+
+compiled = []
+
+class Names(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Names())
+x = (np.arange(1 << 22) % 3).astype(np.float32)  # every call on the block driver
+for y in (x, x[::-2], x.reshape(512, -1)[:, 1::3]):
+    dmlnumba.nonzero_coordinates(y)
+    dmlnumba.slice1(y, *dmlnumba.window(y.shape, (slice(None, None, -1),) * y.ndim))
+from dmlnumba.cpu import compiling
+print(json.dumps([compiled, [name for name, _ in compiling.c_functions]]))
+"""
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's compilations"
+)
+def test_passes_take_their_scratch_from_the_stack(tmp_path):
+    """The CPU passes (nonzero's count and write, slice1's chunk copy) keep their scratch
+    arrays on the stack (cpu.llvm.stack_array): large first calls compile no
+    ``np.empty`` implementation, which cost each first call 0.3-0.4 s
+    (docs/PERFORMANCE.md, "Startup and compile time")."""
+    env = dict(NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20))
+    r = run_python(SCRATCH, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr
+    names, c_functions = json.loads(r.stdout.strip().splitlines()[-1])
+    assert {"count_pass", "write_pass", "copy_chunk"} <= set(c_functions)
+    assert not [n for n in names if "empty" in n], names
+
+
 @pytest.mark.boundscheck
 def test_slow_first_call_says_it_is_compiling(caplog, monkeypatch):
     import logging

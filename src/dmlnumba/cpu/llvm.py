@@ -1,6 +1,6 @@
 """LLVM intrinsics for the CPU kernels: a software prefetch, bit counts (one
-instruction each where the CPU has it), and calls of C functions by address, with
-plain-Python stand-ins where numba's JIT is disabled."""
+instruction each where the CPU has it), calls of C functions by address and scratch
+arrays on the stack, with plain-Python stand-ins where numba's JIT is disabled."""
 
 import ctypes
 from typing import Any
@@ -165,6 +165,41 @@ def _call_pass(typingctx, address, args, b):
 call_pass: Any = _call_pass
 
 
+@intrinsic
+def _stack_array(typingctx, like, n):
+    """A 1-d array of ``n`` (a compile-time constant) items of ``like``'s dtype in the
+    calling function's stack frame, allocated once in its entry block: a kernel's
+    scratch (an odometer, a position buffer) without numba's allocator, whose
+    ``np.empty`` costs a first call about 0.1 s of compile per item type
+    (docs/PERFORMANCE.md, "Startup and compile time") and each call an allocation.
+    Lives until the C function (whose body inlines every helper) returns."""
+    if not isinstance(n, types.IntegerLiteral):
+        return None
+    arrty = types.Array(like.dtype, 1, "C")
+    count = n.literal_value
+
+    def codegen(context, builder, signature, args):
+        from numba.np.arrayobj import populate_array
+
+        item = context.get_data_type(like.dtype)
+        size = context.get_constant(types.intp, context.get_abi_sizeof(item))
+        ary = context.make_array(arrty)(context, builder)
+        populate_array(
+            ary,
+            data=cgutils.alloca_once(builder, item, size=count),
+            shape=[context.get_constant(types.intp, count)],
+            strides=[size],
+            itemsize=size,
+            meminfo=None,
+        )
+        return ary._getvalue()
+
+    return arrty(like, n), codegen
+
+
+stack_array: Any = _stack_array
+
+
 #: Under ``NUMBA_DISABLE_JIT``, the passes that stand for C functions, by the handle
 #: :func:`~dmlnumba.cpu.compiling.c_function` gives in an address's place.
 python_functions: dict[int, Any] = {}
@@ -203,3 +238,6 @@ if getattr(_nbconfig, "DISABLE_JIT", 0):
 
     def call_pass(fn, args, b):  # type: ignore[misc]
         return python_functions[int(fn)](data_pointer(args), b)
+
+    def stack_array(like, n):
+        return np.empty(n, like.dtype)

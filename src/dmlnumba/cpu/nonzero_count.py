@@ -5,12 +5,12 @@ a row or a range of elements counted, and their positions gathered into a buffer
 import numpy as np
 from numba import carray, types
 
+from ..params import MAXD, size
 from ..params import NONZERO_CPU as P
 from ..params import NONZERO_PASS as A
-from ..params import size
 from .compiling import c_function
 from .indexmath import _inline, block_bounds, is_nonzero, next_row, offset, unravel
-from .llvm import UINTS, leading_zeros, pointer, popcount, trailing_zeros
+from .llvm import UINTS, leading_zeros, pointer, popcount, stack_array, trailing_zeros
 
 #: Elements compacted at a time by the write pass (the size of its index buffer).
 COMPACT = 1024
@@ -138,7 +138,7 @@ def _compact_strided(src, p, st, n, mask, buf):
 @_inline
 def _count_range(src, sb, mask, shape, strides, ndim, lo, hi):
     """Number of non-zero elements among elements ``[lo, hi)`` (row-major order)."""
-    coords = np.empty(ndim, np.int64)
+    coords = stack_array(shape, MAXD)  # (ndim <= MAXD)
     unravel(lo, shape, ndim, coords)
     last = ndim - 1
     row = shape[last]

@@ -6,6 +6,7 @@ class, which the write pass calls by address)."""
 import numpy as np
 from numba import carray, types
 
+from ..params import MAXD
 from ..params import NONZERO_CPU as P
 from ..params import NONZERO_PASS as A
 from .compiling import c_function
@@ -19,7 +20,7 @@ from .indexmath import (
     unravel,
     write_coordinates,
 )
-from .llvm import UINTS, call_int64, data_pointer, item_pointer, pointer
+from .llvm import UINTS, call_int64, data_pointer, item_pointer, pointer, stack_array
 from .nonzero_count import (
     ARGS,
     COMPACT,
@@ -232,9 +233,13 @@ def _write_pass(item, out_item, kind):
         dense, bits = p[P.dense], p[P.mask]
         if row == row_end:
             return row
-        coords = np.empty(ndim, np.int64)
-        buf = np.empty(COMPACT, np.int64)
-        head = np.empty(max(width - 1, 1), out.dtype)  # a dense row's outer coordinates
+        coords = stack_array(p, MAXD)  # (ndim <= MAXD)
+        buf = stack_array(p, COMPACT)
+        head = stack_array(out, MAXD)  # a dense row's outer coordinates (width - 1)
+        # The dense write's pointers: arrays on this frame's stack and a view of p,
+        # none of them freed before the pass returns (numba frees an allocated array
+        # after its last use, which a pointer is not).
+        cp, shp, hp = data_pointer(coords), data_pointer(shape), data_pointer(head)
         unravel(lo, shape, ndim, coords)
         last = ndim - 1
         n_last = shape[last]
@@ -275,9 +280,6 @@ def _write_pass(item, out_item, kind):
                     e = buf[c - 1] + 1  # up to the c-th non-zero: the run ends on its row
             guess_dense = c * DENSE_OF >= m
             if e > 0:
-                # (Pointers taken here, in the loop: numba frees an array after its last
-                # use, and a pointer is not a use.)
-                cp, shp, hp = data_pointer(coords), data_pointer(shape), data_pointer(head)
                 args = (sp, sn, at, st, e, cp, shp, ndim, op, on, ob, rs, cs, row, hp, width)
                 row = call_int64(dense, *args, bits)
                 pos = k0 + e

@@ -9,9 +9,10 @@ from numba import config as _nbconfig
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..params import MAXD
 from .compiling import c_function, jit
 from .indexmath import _inline, block_bounds, next_row, offset, unravel
-from .llvm import call_void, data_pointer, item_pointer
+from .llvm import call_void, data_pointer, item_pointer, stack_array
 from .llvm import prefetch as _prefetch
 from .slice_kinds import KINDS, LINE, TILE
 
@@ -207,7 +208,7 @@ def _chunk_copy(kind):
         for k in range(ndim):
             total *= shape[k]
         lo, hi = block_bounds(c, chunk, total)
-        coords = np.empty(ndim, np.int64)
+        coords = stack_array(geom[0], MAXD)  # (ndim <= MAXD: DirectML's 8 dimensions)
         unravel(lo, shape, ndim, coords)
         line = LINE // _item_bytes(src)  # elements a cache line
         last = ndim - 1
