@@ -408,6 +408,19 @@ def test_every_kind_of_rows_takes_its_own_chunk_copy(dtype, monkeypatch):
         assert kinds[-1] == "general"
 
 
+def test_a_copy_of_more_dimensions_than_the_odometer_holds_is_refused():
+    """The chunk copy keeps its odometer in MAXD slots on the stack: a geometry of more
+    dimensions (no public call makes one: DirectML allows 8) is a ValueError before the
+    kernel runs, not a write past them."""
+    from dmlnumba.cpu.slice_kinds import chunk_kind
+    from dmlnumba.params import MAXD
+
+    geom = np.ones((3, MAXD), np.int64)
+    assert chunk_kind(geom, 4) == "plain"
+    with pytest.raises(ValueError, match="at most 8"):
+        chunk_kind(np.ones((3, MAXD + 1), np.int64), 4)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64])
 def test_the_compile_command_takes_every_kind_of_rows(dtype, monkeypatch):
     """The compile command's slice1 group (precompile._every_kind) copies rows of every

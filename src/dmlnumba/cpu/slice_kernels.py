@@ -177,10 +177,10 @@ def _copy_tiles(src, dst, s, d, ps, pd, rs, rd, ss, n, nrows, nplanes):
 
 def _chunk_copy(kind):
     """The chunk copy (:func:`copy_chunk` below) of one kind of rows
-    (:data:`~dmlnumba.cpu.slice_kinds.KINDS`): a
-    closure constant, which numba prunes before it types the body (so that a first call
-    compiles its own kind's loop nest alone: docs/PERFORMANCE.md, "Startup and compile
-    time"), and keyed apart in its disk cache."""
+    (:data:`~dmlnumba.cpu.slice_kinds.KINDS`): a closure constant, which numba prunes
+    before it types the body (so that a first call compiles its own kind's loop nest
+    alone: docs/PERFORMANCE.md, "Startup and compile time"), and keyed apart in its
+    disk cache."""
     if kind not in KINDS:
         raise ValueError(f"_chunk_copy: no kind of rows {kind!r}")
     plain, reverse, tiles, strided = (kind == k for k in ("plain", "reversed", "tiles", "strided"))
@@ -189,9 +189,10 @@ def _chunk_copy(kind):
     def copy_chunk(sp, sn, sb, dp, dn, db, gp, gn, chunk, c):
         """Copy chunk ``c`` (output elements ``[c*chunk, (c+1)*chunk)``) of a strided
         copy from the ``sn`` items at ``sp`` to the ``dn`` at ``dp``: ``geom`` (``3 x
-        gn`` at ``gp``) rows are sizes, source and destination strides.  Compiled as a C
-        function of each bit width and kind (:func:`chunk_function`), which both drivers below
-        call through its address.
+        gn`` at ``gp``) rows are sizes, source and destination strides (at most ``MAXD``
+        dimensions: the odometer's room).  Compiled as a C function of each bit width
+        and kind (:func:`chunk_function`), which both drivers below call through its
+        address.
 
         Blocks of the largest shape that fits what is left (:func:`_block`), each the
         kind's loop nest (:func:`_copy_plain_rows`, :func:`_rows`, :func:`_copy_tiles`).

@@ -3,6 +3,8 @@ each, and the kind of a call's copy: decided once, on the host, so that a first 
 compiles its own kind's loop nest alone (docs/PERFORMANCE.md, "Startup and compile
 time").  Pure Python: no numba."""
 
+from ..params import MAXD
+
 #: A cache line, in bytes.
 LINE = 64
 #: Rows copied together where a transposed input puts each row's elements on lines of
@@ -21,7 +23,12 @@ KINDS = ("plain", "reversed", "gather2", "gather3", "gather4", "tiles", "strided
 def chunk_kind(geom, itemsize):
     """The kind of rows (:data:`KINDS`) of the copy of ``geom``
     (:func:`~dmlnumba.layout.slice_geometry`'s sizes, source and destination strides,
-    in elements) of ``itemsize``-byte items: the one loop nest the copy runs."""
+    in elements) of ``itemsize``-byte items: the one loop nest the copy runs.  Raises
+    ValueError for more than ``MAXD`` dimensions, which the kernel's odometer has no
+    room for (the public functions allow DirectML's 8, which is ``MAXD``)."""
+    ndim = geom.shape[1]
+    if ndim > MAXD:
+        raise ValueError(f"slice1(): a copy of {ndim} dimensions; at most {MAXD} are supported")
     row, ss, ds = int(geom[0, -1]), int(geom[1, -1]), int(geom[2, -1])
     if ds != 1:
         return "general"
@@ -32,7 +39,6 @@ def chunk_kind(geom, itemsize):
     if itemsize == 1 and 2 <= ss <= 4:
         return f"gather{ss}"
     line = LINE // itemsize
-    ndim = geom.shape[1]
     rs = abs(int(geom[1, -2])) if ndim > 1 else 0
     nr = int(geom[0, -2]) if ndim > 1 else 1
     if abs(ss) >= line and rs < line and row >= TILE and nr >= TILE:
