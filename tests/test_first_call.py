@@ -130,6 +130,7 @@ x = (np.arange(1 << 22) % 3).astype(np.float32)  # every call on the block drive
 for y in (x, x[::-2], x.reshape(512, -1)[:, 1::3]):
     dmlnumba.nonzero_coordinates(y)
     dmlnumba.slice1(y, *dmlnumba.window(y.shape, (slice(None, None, -1),) * y.ndim))
+dmlnumba.nonzero_coordinates(x[:1000].reshape(10, 100))  # one block: the single driver
 from dmlnumba.cpu import compiling
 print(json.dumps([compiled, [name for name, _ in compiling.c_functions]]))
 """
@@ -139,10 +140,11 @@ print(json.dumps([compiled, [name for name, _ in compiling.c_functions]]))
     os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="counts numba's compilations"
 )
 def test_passes_take_their_scratch_from_the_stack(tmp_path):
-    """The CPU passes (nonzero's count and write, slice1's chunk copy) keep their scratch
-    arrays on the stack (cpu.llvm.stack_array): large first calls compile no
-    ``np.empty`` implementation, which cost each first call 0.3-0.4 s
-    (docs/PERFORMANCE.md, "Startup and compile time")."""
+    """The CPU passes (nonzero's count and write, slice1's chunk copy) and the
+    single-block nonzero driver keep their scratch arrays on the stack
+    (cpu.llvm.stack_array): those first calls compile no ``np.empty`` implementation,
+    which cost each first call 0.3-0.4 s (docs/PERFORMANCE.md, "Startup and compile
+    time")."""
     env = dict(NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20))
     r = run_python(SCRATCH, env=env, timeout=900)
     assert r.returncode == 0, r.stderr

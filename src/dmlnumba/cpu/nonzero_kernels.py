@@ -10,9 +10,13 @@ from ..params import NONZERO_CPU as P
 from ..params import NONZERO_PASS as A
 from .compiling import jit
 from .indexmath import _inline, is_nonzero
-from .llvm import address, call_pass
+from .llvm import address, call_pass, stack_array
 from .nonzero_count import ARGS, GROUP, _compact_from, _compact_groups, _count_contiguous
 from .nonzero_write import DENSE_OF
+
+#: The slots of a single block's argument block and its two rows (a constant: the
+#: size of an array on the stack).
+SINGLE_ARGS = ARGS + 2
 
 
 @jit
@@ -78,12 +82,12 @@ def _positions_driver(src, p, out, count):
 
 
 @_inline
-def _pass_args(src, p, out, nrows):
-    """The argument block (:data:`~dmlnumba.params.NONZERO_PASS`) of nonzero's passes
-    over these arrays, followed by the ``nrows`` slots of its ``rows``: one array,
-    which lives as long as the block or the rows are used (numba frees an array
-    after its last use; an address taken of it is not a use)."""
-    a = np.empty(ARGS + nrows, np.int64)
+def _pass_args(a, src, p, out):
+    """Fill ``a`` with the argument block (:data:`~dmlnumba.params.NONZERO_PASS`) of
+    nonzero's passes over these arrays, its ``rows`` the slots that follow it: one
+    array (on the stack where its size is a constant, :func:`~.llvm.stack_array`),
+    which lives as long as the block or the rows are used (numba frees an allocated
+    array after its last use; an address taken of it is not a use).  Returns ``a``."""
     a[A.src], a[A.src_n] = address(src), src.size
     a[A.p], a[A.p_n] = address(p), p.size
     a[A.out], a[A.out_n] = address(out), out.size
@@ -110,7 +114,7 @@ def _single_driver(fw, src, p, out, count):
     (every element), ends on the count.  ``p`` as for :func:`_blocks_driver`."""
     if not _outputs_apart(src, p, out, count):
         return False
-    a = _pass_args(src, p, out, 2)  # its rows: [0, n)
+    a = _pass_args(stack_array(p, SINGLE_ARGS), src, p, out)  # its rows: [0, n)
     a[ARGS] = 0
     a[ARGS + 1] = p[P.n]
     count[p[P.count_pos]] = call_pass(fw, a, np.int64(0))
@@ -142,7 +146,7 @@ def _blocks_driver(fc, fw, src, p, out, count):
     if not _outputs_apart(src, p, out, count):
         return False
     nblocks = p[P.nblocks]
-    a = _pass_args(src, p, out, nblocks + 1)
+    a = _pass_args(np.empty(ARGS + nblocks + 1, np.int64), src, p, out)
     rows = a[ARGS:]
     _counted_rows(fc, a, rows, nblocks)
     for b in range(nblocks):
@@ -158,7 +162,7 @@ def _count_blocks(fc, src, p, rows):
     """Pass 1 of :func:`_blocks_driver` alone, for argwhere on the calling thread (it
     allocates its result between the passes): ``rows[b]`` becomes block ``b``'s first
     output row and ``rows[nblocks]`` the count."""
-    a = _pass_args(src, p, src, 0)  # (no output yet)
+    a = _pass_args(stack_array(p, ARGS), src, p, src)  # (no output yet)
     a[A.rows] = address(rows)  # (an argument: it outlives the calls)
     _counted_rows(fc, a, rows, p[P.nblocks])
 
@@ -166,7 +170,7 @@ def _count_blocks(fc, src, p, rows):
 def _write_blocks(fw, src, p, out, rows):
     """Pass 2 of :func:`_blocks_driver` alone (see :func:`_count_blocks`): each block's
     rows into ``out``, from ``rows``."""
-    a = _pass_args(src, p, out, 0)
+    a = _pass_args(stack_array(p, ARGS), src, p, out)
     a[A.rows] = address(rows)
     for b in range(p[P.nblocks]):
         call_pass(fw, a, np.int64(b))
