@@ -143,7 +143,7 @@ def test_passes_take_their_scratch_from_the_stack(tmp_path):
     """The CPU passes (nonzero's count and write, slice1's chunk copy) and the
     single-block nonzero driver keep their scratch arrays on the stack
     (cpu.llvm.stack_array): those first calls compile no ``np.empty`` implementation,
-    which cost each first call 0.3-0.4 s (docs/PERFORMANCE.md, "Startup and compile
+    which cost each first call 0.2-0.4 s (docs/PERFORMANCE.md, "Startup and compile
     time")."""
     env = dict(NUMBA_CACHE_DIR=str(tmp_path), DMLNUMBA_CPU_PARALLEL_MIN=str(1 << 20))
     r = run_python(SCRATCH, env=env, timeout=900)
