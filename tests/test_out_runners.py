@@ -211,7 +211,9 @@ def test_repeat_into_count_and_coordinates_that_now_overlap(lib):
 
 
 def test_repeat_into_a_numpy_output_made_read_only():
-    """The writeable flag changes no layout: it is part of the key."""
+    """The writeable flag changes no layout: nonzero's key holds it, a window call's
+    runner asks it (slice1: NumPy's assignment of a small window, the kernel's check of
+    a larger one; slice_grad), before anything is written."""
     h = _values(100, 10)
     oc, ox = np.full(1, -1, np.int64), np.full((100, 1), -1, np.int64)
     _nonzero(h, oc, ox)
@@ -233,6 +235,23 @@ def test_repeat_into_a_numpy_output_made_read_only():
     out.flags.writeable = False
     with pytest.raises(ValueError, match=r"^slice1\(\): out is read-only$"):
         dmlnumba.slice1(c, *params, out=out)
+    assert (out == -1).all()
+    big = np.arange(40000.0)  # (the kernel's copy, not NumPy's)
+    out = np.full(20000, -1.0)
+    params = ((0,), (40000,), (2,))
+    dmlnumba.slice1(big, *params, out=out)
+    out[:] = -1
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^slice1\(\): out is read-only$"):
+        dmlnumba.slice1(big, *params, out=out)
+    assert (out == -1).all()
+    g, out = np.ones((2, 3)), np.full((4, 6), -1.0)
+    grad = ((4, 6), (0, 0), (4, 6), (2, 2))
+    dmlnumba.slice_grad(g, *grad, out=out)
+    out[:] = -1
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): out is read-only$"):
+        dmlnumba.slice_grad(g, *grad, out=out)
     assert (out == -1).all()
 
 

@@ -461,6 +461,38 @@ def test_repeated_out_calls_check_overlap_and_writeable(numpy_max, monkeypatch):
         dmlnumba.slice1(x, *w, out=out)
 
 
+def test_repeated_out_calls_of_small_windows_of_two_dimensions():
+    """The small window's runner into out= of 2+ dimensions (NumPy's assignment): a
+    repeat writes the window; an out laid out alike that now overlaps the input gets
+    the window as the input held it (the assignment buffers it); one made read-only is
+    refused, naming the function, with nothing written; a PyTorch tensor of the same
+    layout takes the general runner."""
+    from dmlnumba import keys
+
+    w = ((1, 2), (6, 6), (-1, 2))
+    x = np.arange(80, dtype=np.int32).reshape(8, 10)
+    out = np.empty((6, 3), np.int32)
+    for _ in range(2):
+        assert dmlnumba.slice1(x, *w, out=out) is out
+        np.testing.assert_array_equal(out, x[6:0:-1, 2:8:2])
+    y = np.arange(80, dtype=np.int32).reshape(8, 10)
+    want = y[6:0:-1, 2:8:2].copy()
+    o = y.reshape(-1)[10:28].reshape(6, 3)  # out's layout, in the window's memory
+    assert keys.window("slice1", y, *w, None, o, None, None)[1] is not None  # the runner's
+    assert dmlnumba.slice1(y, *w, out=o) is o
+    np.testing.assert_array_equal(o, want)
+    out[...] = -1
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match=r"slice1\(\): out .*read-only"):
+        dmlnumba.slice1(x, *w, out=out)
+    assert (out == -1).all()
+    torch = pytest.importorskip("torch")
+    t = torch.full((6, 3), -1, dtype=torch.int32)
+    for _ in range(2):
+        assert dmlnumba.slice1(x, *w, out=t) is t
+        np.testing.assert_array_equal(t.numpy(), x[6:0:-1, 2:8:2])
+
+
 def test_repeated_calls_with_lists_read_them_again():
     """Parameters passed as lists are read on every call (only tuples are kept by
     identity): a list changed between two calls gives the new window; lists and tuples
@@ -472,6 +504,8 @@ def test_repeated_calls_with_lists_read_them_again():
     np.testing.assert_array_equal(dmlnumba.slice1(x, offsets, sizes, strides), x[:, ::-2])
     with pytest.raises(TypeError):
         dmlnumba.slice1(x, (0, 0), (4, 6), (1, 1.0))
+    with pytest.raises(TypeError, match="bool"):  # True == 1, and hashes as 1: not a key
+        dmlnumba.slice1(x, [0, 0], [4, 6], [True, -2])
     # The same values split otherwise between the parameters: not the kept call's key.
     with pytest.raises(ValueError, match="offsets"):
         dmlnumba.slice1(x, [0], [0, 4, 6], [1, -2])

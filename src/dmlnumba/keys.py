@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import config
+from . import traced as _tr
 from .caches import Bounded
 from .layouts import fast, fast_key, layout_key, out_layout, plain_tensors, wrapped
 from .traced import TRACED, traced
@@ -37,31 +38,8 @@ UNASKED = "unasked"
 
 # ------------------------------------------------------------------ keys
 
-
+#: The containers of window parameters a key is made of (see :func:`window`).
 _SEQUENCES = (list, tuple)
-
-
-def _int_params(a, b, c, d):
-    """The parameters as a key: the lengths of all but the last (-1 for ``c``'s where
-    ``d`` is None: slice1 without ``output_sizes``), then every value in one flat
-    tuple; None where one is anything but a tuple or list of Python ints (such calls
-    take the full path, which checks them).  Lists and tuples of the same values give
-    the same key."""
-    seqs = _SEQUENCES
-    if type(a) not in seqs or type(b) not in seqs or type(c) not in seqs:
-        return None
-    if d is None:
-        n = -1
-        flat = (*a, *b, *c)
-    elif type(d) in seqs:
-        n = len(c)
-        flat = (*a, *b, *c, *d)
-    else:
-        return None
-    for i in flat:
-        if type(i) is not int:
-            return None
-    return len(a), len(b), n, flat
 
 
 def _plain_dtype(dtype):
@@ -91,7 +69,7 @@ def nonzero(
             return TRACED, None
         if layout is None:
             return None, None
-    elif traced(input):
+    elif _tr._compiling() if numpy_cpu else traced(input):  # (a NumPy input: one question)
         return TRACED, None
     if not (
         (width is None or type(width) is int)
@@ -99,8 +77,32 @@ def nonzero(
         and (type(dtype) is type or _plain_dtype(dtype))  # the default first: no call
     ):
         return None, None
-    if numpy_cpu:
+    given = out_count is not None or out_coordinates is not None
+    if numpy_cpu and type(out_count) is _ndarray and type(out_coordinates) is _ndarray:
+        # The common given call: out_layout's of both outputs, in the one flat tuple.
+        cnt, crd = out_count, out_coordinates
         key: Any = (
+            f,
+            input.dtype,
+            input.shape,
+            input.strides,
+            width,
+            dtype,
+            type(dtype),
+            max_count,
+            config.GENERATION,
+            cnt.dtype,
+            cnt.shape,
+            cnt.strides,
+            cnt.flags.writeable,
+            crd.dtype,
+            crd.shape,
+            crd.strides,
+            crd.flags.writeable,
+        )
+        given = False  # (asked)
+    elif numpy_cpu:
+        key = (
             f,
             input.dtype,
             input.shape,
@@ -117,11 +119,11 @@ def nonzero(
             if layout is None:
                 return None, None
         key = (f, layout, width, dtype, type(dtype), max_count)
-    if out_count is not None or out_coordinates is not None:
+    if given:
         # Asked last: a call whose input keeps no runner asks nothing of its outputs
         # (the prepare step asks whether they are traced); a NumPy output is never.
         if type(out_count) is _ndarray and type(out_coordinates) is _ndarray:
-            # The common given call: out_layout's of both, in one flat tuple.
+            # NumPy outputs of another library's input: out_layout's of both, flat.
             cnt, crd = out_count, out_coordinates
             cw, xw = cnt.flags.writeable, crd.flags.writeable
             key += (cnt.dtype, cnt.shape, cnt.strides, cw, crd.dtype, crd.shape, crd.strides, xw)
@@ -158,8 +160,9 @@ def window(op, input, a, b, c, d, out, device, stream):
     does not apply; :data:`TRACED` for a traced call (or one autograd records).
 
     The layout part of both keys: a NumPy array's dtype, shape and strides on the
-    CPU (a NumPy ``out``'s too, with its writeable flag), otherwise the input's
-    layout key and ``out``'s (:mod:`dmlnumba.layouts`).  A call is
+    CPU (a NumPy ``out``'s too; its writeable flag the runner asks, per call, as
+    NumPy's assignment does), otherwise the input's layout key and ``out``'s
+    (:mod:`dmlnumba.layouts`).  A call is
     first looked up by the identity of its parameters (the id key): a repeat that
     passes the same tuple objects (a stored window, literal tuples) finds its runner
     without reading a parameter.  Only tuples of Python ints are kept under such a
@@ -172,12 +175,11 @@ def window(op, input, a, b, c, d, out, device, stream):
         and stream is None
         and (out is None or type(out) is _ndarray)
     ):  # NumPy on the CPU, the common repeated call (a NumPy out is never traced)
-        if traced(input, grad=True):
+        if _tr._compiling():  # traced's one question of a NumPy input (no frame)
             return TRACED, None
         if out is None:
             layout: Any = (input.dtype, input.shape, input.strides, config.GENERATION)
-        else:  # one tuple, not two joined
-            ow = out.flags.writeable
+        else:  # one tuple, not two joined; not out's writeable flag (the runner asks)
             layout = (
                 input.dtype,
                 input.shape,
@@ -186,7 +188,6 @@ def window(op, input, a, b, c, d, out, device, stream):
                 out.dtype,
                 out.shape,
                 out.strides,
-                ow,
             )
     else:
         if fast(input, out, device, stream):
@@ -214,10 +215,24 @@ def window(op, input, a, b, c, d, out, device, stream):
             run = runners.get(id_key)
             if run is not None:
                 return None, run[0]
-    ints = _int_params(a, b, c, d)
-    if ints is None:
+    # The parameters' values (Python ints in lists or tuples only, so that 1.0 or True
+    # never stands for 1: other calls take the full path, which checks them), with the
+    # lengths of all but the last (-1 for strides' where there are no output_sizes).
+    seqs = _SEQUENCES
+    if type(a) not in seqs or type(b) not in seqs or type(c) not in seqs:
         return None, None
-    value_key = (op, layout, ints)
+    if d is None:
+        n = -1
+        flat = (*a, *b, *c)
+    elif type(d) in seqs:
+        n = len(c)
+        flat = (*a, *b, *c, *d)
+    else:
+        return None, None
+    for i in flat:
+        if type(i) is not int:
+            return None, None
+    value_key = (op, layout, len(a), len(b), n, flat)
     run = runners.get(value_key)
     if run is not None:
         if id_key is not None:

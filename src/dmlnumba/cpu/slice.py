@@ -106,9 +106,16 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
             # overlap a destination of two or more dimensions, but of a 1-d one only
             # where their directions differ (the rest it copies element by element):
             # a 1-d window that may overlap ``out`` is copied first.  An assignment of
-            # the same dtype (the key's) is a byte copy, and costs less than copyto.
+            # the same dtype (the key's) is a byte copy, and costs less than copyto;
+            # it refuses a read-only ``out`` before it writes.
             w = x[idx]
-            o[...] = w.copy() if flat and may_share(w, o) else w
+            try:
+                o[...] = w.copy() if flat and may_share(w, o) else w
+            except ValueError:
+                _refuse_read_only(o)
+                raise
+        elif not o.flags.writeable:  # (the key holds no flag: asked of every call)
+            raise ValueError("slice1(): out is read-only")
         elif may_share(x, o):
             return None
         else:
@@ -117,7 +124,27 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
             torch_written(out)  # as PyTorch's in-place ops mark the tensors they write
         return out
 
-    return into
+    if not small or flat:
+        return into
+
+    def assign(x, out):  # into's small window of 2+ dimensions, in as few steps
+        if type(out) is not ndarray:
+            return into(x, out)
+        try:
+            out[...] = x[idx]
+        except ValueError:
+            _refuse_read_only(out)
+            raise
+        return out
+
+    return assign
+
+
+def _refuse_read_only(o):
+    """Where NumPy's assignment into ``out`` (or its memory ``o``) failed: a read-only
+    ``o`` (which NumPy refuses before it writes) as the ValueError the checks raise."""
+    if not o.flags.writeable:
+        raise ValueError("slice1(): out is read-only") from None
 
 
 def overlaps(a, b):

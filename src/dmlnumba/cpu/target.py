@@ -144,11 +144,13 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
 
     def run_out(x, o):
         a = o if type(o) is np.ndarray else o.numpy()  # a PyTorch CPU tensor's memory
+        if not a.flags.writeable:  # (the key holds no flag: asked of every call)
+            raise ValueError("slice_grad(): out is read-only")
         if may_share(x, a):
             return None
         if not covers:
             if bytes_view:  # (asked of the first output: the runner's key holds its layout)
-                a.view(np.uint8).fill(0)
+                a.view(_BYTES).fill(0)
             else:
                 a.fill(0)  # (less a call than an assignment of 0)
         copy(x, a[idx])
@@ -170,6 +172,10 @@ def zeros(shape, dtype, stream=None, like=None, lib=None, func=None):
 ZERO_BYTES_VIEW = 16384
 
 
+#: The byte view's dtype, made once (a view given the type itself looks it up per call).
+_BYTES = np.dtype(np.uint8)
+
+
 def by_bytes(a):
     """Whether ``a`` is zeroed through a byte view (:data:`ZERO_BYTES_VIEW`)."""
     return a.itemsize >= 4 and a.nbytes >= ZERO_BYTES_VIEW and a.flags.c_contiguous
@@ -178,7 +184,7 @@ def by_bytes(a):
 def zero(a):
     """Every element of ``a`` set to zero bits (+0.0 for floats)."""
     if by_bytes(a):
-        a.view(np.uint8).fill(0)
+        a.view(_BYTES).fill(0)
     else:
         a.fill(0)
 
