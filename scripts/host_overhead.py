@@ -5,12 +5,13 @@ graph replay of the same call (PyTorch), torch.nonzero and torch.nonzero_static 
 sync-free peer, 1000 rows); then the same calls into
 preallocated outputs of the input's library (``out_count=``/``out_coordinates=``),
 and slice1 of a (10, 10, 10) window of a (20, 20, 20) input without and with
-``out=`` (PyTorch, CuPy, numba).  The contenders run interleaved
-(:func:`harness.compare`: a synchronization before and after each loop, the order
-shuffled each round); each line gives the median and the spread (min-max) over the
-rounds, and an ``out`` line its time over the default call's.  The last line is an
-empty synchronized call (synchronize, nothing, synchronize): the floor under any GPU
-time the benchmark reports.  ``--profile NAME`` prints cProfile's top entries for one
+``out=`` (PyTorch, CuPy, numba; literal parameters, as users write them).  The
+contenders run interleaved (:func:`harness.compare`: a synchronization before and
+after each loop, the order shuffled each round); each line gives the median and the
+spread (min-max) over the rounds, and an ``out`` line its time over the default
+call's.  The last line is an empty synchronized call (synchronize, nothing,
+synchronize): the floor under any GPU time the benchmark reports.
+``--profile NAME`` prints cProfile's top entries for one
 (a contender's name, or torch, cupy, numba, numpy for the default nonzero calls).
 ``--old REF`` adds an older tree's default nonzero and slice1 calls and its PyTorch
 ``out`` calls (:func:`harness.old_tree`), named "old ...", each ratio over the old.
@@ -70,7 +71,6 @@ windows = {
     "CuPy": cp.empty((10, 10, 10), np.float32),
     "numba": cuda.device_array((10, 10, 10), np.float32),
 }
-params = ((2, 3, 4), (10, 10, 10), (1, 1, 1))
 inputs = {"PyTorch": xt, "CuPy": xc, "numba": xn}
 
 cases = {
@@ -88,8 +88,11 @@ for k, (oc, ox) in outs.items():
         x, out_count=oc, out_coordinates=ox
     )
     c, w = cubes[k], windows[k]
-    cases[f"{k} slice1"] = lambda c=c: dmlnumba.slice1(c, *params)
-    cases[f"{k} slice1 out"] = lambda c=c, w=w: dmlnumba.slice1(c, *params, out=w)
+    # Literal parameters, as users write them.
+    cases[f"{k} slice1"] = lambda c=c: dmlnumba.slice1(c, (2, 3, 4), (10, 10, 10), (1, 1, 1))
+    cases[f"{k} slice1 out"] = lambda c=c, w=w: dmlnumba.slice1(
+        c, (2, 3, 4), (10, 10, 10), (1, 1, 1), out=w
+    )
 if args.old:
     m = harness.old_tree(args.old)
     oc, ox = outs["PyTorch"]
@@ -102,8 +105,10 @@ if args.old:
     }
     for k in inputs:
         c, w = cubes[k], windows[k]
-        olds[f"{k} slice1"] = lambda c=c: m.slice1(c, *params)
-    olds["PyTorch slice1 out"] = lambda: m.slice1(cubes["PyTorch"], *params, out=windows["PyTorch"])
+        olds[f"{k} slice1"] = lambda c=c: m.slice1(c, (2, 3, 4), (10, 10, 10), (1, 1, 1))
+    olds["PyTorch slice1 out"] = lambda: m.slice1(
+        cubes["PyTorch"], (2, 3, 4), (10, 10, 10), (1, 1, 1), out=windows["PyTorch"]
+    )
     cases.update({f"old {k}": f for k, f in olds.items()})
 times = harness.compare(cases, args.rounds, sync=torch.cuda.synchronize, calls=args.calls)
 empty = harness.compare({"": lambda: None}, 30, sync=torch.cuda.synchronize, calls=1)[""]

@@ -1,17 +1,17 @@
 """Per-call host time of small CPU calls as users make them, beside their peers:
 nonzero_coordinates of 1000 float32 elements (50% non-zero) and slice1 of a
 (10, 10, 10) window with a reversed dimension of a (20, 20, 20) input, on NumPy
-arrays and PyTorch CPU tensors; default calls (window parameters as tuples, and as
-lists for slice1), calls into preallocated outputs of the input's library
-(``out_count=``/``out_coordinates=``, ``out=``), and the peers: ``numpy.argwhere``
-and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing and ``flip``;
-slice_grad of that window's gradient back into (20, 20, 20) (its peer: ``numpy.zeros``
-and an assignment into the window's view).
+arrays and PyTorch CPU tensors; default calls (window parameters as literal tuples, as
+users write them, and as literal lists for slice1), calls into preallocated outputs of
+the input's library (``out_count=``/``out_coordinates=``, ``out=``), and the peers:
+``numpy.argwhere`` and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing
+and ``flip``; slice_grad of that window's gradient back into (20, 20, 20) (its peer:
+``numpy.zeros`` and an assignment into the window's view).
 Every contender of an operator runs interleaved (:func:`harness.compare`), so the
 ratios printed after them come from one run: ``out`` over the default call of its
 library, ``list`` over ``tuple``, PyTorch's default over NumPy's, and each default
-call over its library's peer.  ``--old REF`` adds the default and ``out`` calls of
-an older tree (:func:`harness.old_tree`).  Median (min-max) over the rounds.
+call over its library's peer.  ``--old REF`` adds every call of an older tree
+(:func:`harness.old_tree`).  Median (min-max) over the rounds.
 
     python3 scripts/out_overhead.py [--old REF] [--rounds 15]
 """
@@ -38,8 +38,6 @@ h = rng.random(1000).astype(np.float32)
 h[h < 0.5] = 0
 cube = rng.random((20, 20, 20)).astype(np.float32)
 t, tc = torch.from_numpy(h), torch.from_numpy(cube)
-window = ((2, 3, 4), (10, 10, 10), (-1, 1, 1))
-as_lists = tuple(list(p) for p in window)
 outs = {
     "numpy": (np.empty(1, np.uint32), np.empty((1000, 1), np.uint32), np.empty((10,) * 3, "f4")),
     "torch": (
@@ -60,13 +58,19 @@ for tag, m in trees.items():
         nz[f"{tag}{lib} out"] = lambda m=m, x=x, oc=oc, ox=ox: m.nonzero_coordinates(
             x, out_count=oc, out_coordinates=ox
         )
-        sl[f"{tag}{lib}"] = lambda m=m, c=c: m.slice1(c, *window)
-        sl[f"{tag}{lib} out"] = lambda m=m, c=c, os_=os_: m.slice1(c, *window, out=os_)
+        # Literal parameters, as users write them (the NumPy peer's slices are too).
+        sl[f"{tag}{lib}"] = lambda m=m, c=c: m.slice1(c, (2, 3, 4), (10, 10, 10), (-1, 1, 1))
+        sl[f"{tag}{lib} out"] = lambda m=m, c=c, os_=os_: m.slice1(
+            c, (2, 3, 4), (10, 10, 10), (-1, 1, 1), out=os_
+        )
+        sl[f"{tag}{lib} list"] = lambda m=m, c=c: m.slice1(c, [2, 3, 4], [10, 10, 10], [-1, 1, 1])
         g, go = grads[lib], grad_outs[lib]
-        sg[f"{tag}{lib}"] = lambda m=m, g=g: m.slice_grad(g, (20,) * 3, *window)
-        sg[f"{tag}{lib} out"] = lambda m=m, g=g, go=go: m.slice_grad(g, (20,) * 3, *window, out=go)
-        if not tag:
-            sl[f"{lib} list"] = lambda c=c: dmlnumba.slice1(c, *as_lists)
+        sg[f"{tag}{lib}"] = lambda m=m, g=g: m.slice_grad(
+            g, (20, 20, 20), (2, 3, 4), (10, 10, 10), (-1, 1, 1)
+        )
+        sg[f"{tag}{lib} out"] = lambda m=m, g=g, go=go: m.slice_grad(
+            g, (20, 20, 20), (2, 3, 4), (10, 10, 10), (-1, 1, 1), out=go
+        )
 nz["numpy.argwhere"] = lambda: np.argwhere(h)
 nz["torch.nonzero"] = lambda: torch.nonzero(t)
 sl["numpy slice+copy"] = lambda: cube[11:1:-1, 3:13, 4:14].copy()
@@ -99,6 +103,7 @@ for op, cases, peers in (
     for k, s in st.items():
         print(f"  {k:18s} {s.fmt('us')}")
     pairs = ratios + [(lib, peer) for lib, peer in peers.items()]
-    pairs += [(f"old {a}", f"old {b}") for a, b in ratios if "list" not in a] if args.old else []
+    pairs += [(f"old {a}", f"old {b}") for a, b in ratios] if args.old else []
+    pairs += [(f"old {lib}", peer) for lib, peer in peers.items()] if args.old else []
     shown = [f"{a}/{b} {st[a].median / st[b].median:.2f}" for a, b in pairs if a in st]
     print("  " + "  ".join(shown))
