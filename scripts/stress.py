@@ -6,10 +6,11 @@
 Each of ``--processes`` spawned processes runs ``--threads`` threads; each thread makes
 random calls (slice1, nonzero_coordinates, argwhere; every dtype, 1 to 6 dimensions,
 C / F / reversed / strided / permuted / broadcast layouts, sizes that run on one thread
-and on all of them, new and caller-given outputs) and checks every result bit for bit
-against NumPy.  The main process also makes calls (so that its thread pool is running)
-and then feeds a fork-based pool the same kind of work.  It prints one line per process
-and a total, and exits 1 if any call failed or any worker died.
+and on all of them, window parameters as tuples or lists, new and caller-given outputs,
+read-only ones refused) and checks every result bit for bit against NumPy.  The main
+process also makes calls (so that its thread pool is running) and then feeds a
+fork-based pool the same kind of work.  It prints one line per process and a total,
+and exits 1 if any call failed or any worker died.
 
 ``--threading-layer`` (default: ``$NUMBA_THREADING_LAYER``, else numba's choice) sets
 ``NUMBA_THREADING_LAYER`` for every process; the run stops at once if numba cannot load
@@ -81,6 +82,17 @@ def one_call(rng):
         if want.size == 0:
             return
         w = dmlnumba.window(x.shape, idx)
+        if rng.random() < 0.3:  # list parameters, as many callers write them
+            w = tuple(list(p) for p in w)
+        if rng.random() < 0.03:  # a read-only out: refused, nothing written
+            out = np.zeros(want.shape, x.dtype)
+            out.flags.writeable = False
+            try:
+                dmlnumba.slice1(x, *w, out=out)
+            except ValueError as e:
+                assert "read-only" in str(e) and not out.any(), "slice1 read-only out"
+                return
+            raise AssertionError("slice1 wrote a read-only out")
         if rng.random() < 0.3:
             out = np.empty(want.shape, x.dtype)
             got = dmlnumba.slice1(x, *w, out=out)
