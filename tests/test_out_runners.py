@@ -227,32 +227,31 @@ def test_repeat_into_a_numpy_output_made_read_only():
     with pytest.raises(ValueError, match=r"^nonzero_coordinates\(\): out_count is read-only$"):
         _nonzero(h, oc, ox)
     assert (ox == -1).all() and (oc == oc_before).all()
-    c = np.arange(20.0)
-    out = np.full(5, -1.0)
-    params = ((0,), (5,), (1,))
-    dmlnumba.slice1(c, *params, out=out)
-    out[:] = -1
-    out.flags.writeable = False
-    with pytest.raises(ValueError, match=r"^slice1\(\): out is read-only$"):
-        dmlnumba.slice1(c, *params, out=out)
-    assert (out == -1).all()
-    big = np.arange(40000.0)  # (the kernel's copy, not NumPy's)
-    out = np.full(20000, -1.0)
-    params = ((0,), (40000,), (2,))
-    dmlnumba.slice1(big, *params, out=out)
-    out[:] = -1
-    out.flags.writeable = False
-    with pytest.raises(ValueError, match=r"^slice1\(\): out is read-only$"):
-        dmlnumba.slice1(big, *params, out=out)
-    assert (out == -1).all()
-    g, out = np.ones((2, 3)), np.full((4, 6), -1.0)
-    grad = ((4, 6), (0, 0), (4, 6), (2, 2))
-    dmlnumba.slice_grad(g, *grad, out=out)
-    out[:] = -1
-    out.flags.writeable = False
-    with pytest.raises(ValueError, match=r"^slice_grad\(\): out is read-only$"):
-        dmlnumba.slice_grad(g, *grad, out=out)
-    assert (out == -1).all()
+    big = np.arange(40000.0)  # (its window the kernel's copy, not NumPy's)
+    window_calls = [
+        (
+            "slice1",
+            np.full(5, -1.0),
+            lambda o: dmlnumba.slice1(np.arange(20.0), (0,), (5,), (1,), out=o),
+        ),
+        (
+            "slice1",
+            np.full(20000, -1.0),
+            lambda o: dmlnumba.slice1(big, (0,), (40000,), (2,), out=o),
+        ),
+        (
+            "slice_grad",
+            np.full((4, 6), -1.0),
+            lambda o: dmlnumba.slice_grad(np.ones((2, 3)), (4, 6), (0, 0), (4, 6), (2, 2), out=o),
+        ),
+    ]
+    for f, out, call in window_calls:
+        call(out)  # a writeable out of this layout first: the runner is kept
+        out[:] = -1
+        out.flags.writeable = False
+        with pytest.raises(ValueError, match=rf"^{f}\(\): out is read-only$"):
+            call(out)
+        assert (out == -1).all()
 
 
 def _torch_pair(lib):
