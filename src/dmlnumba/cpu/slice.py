@@ -112,13 +112,12 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
             try:
                 o[...] = w.copy() if flat and may_share(w, o) else w
             except ValueError:
-                _refuse_read_only(o)
+                refuse_read_only(o)
                 raise
-        elif not o.flags.writeable:  # (the key holds no flag: asked of every call)
-            raise ValueError("slice1(): out is read-only")
-        elif may_share(x, o):
-            return None
         else:
+            refuse_read_only(o)  # (the key holds no flag: asked of every call)
+            if may_share(x, o):
+                return None
             _copy(read(x), base, write(o), dbase, geom, size, kind)
         if o is not out:
             torch_written(out)  # as PyTorch's in-place ops mark the tensors they write
@@ -133,18 +132,19 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
         try:
             out[...] = x[idx]
         except ValueError:
-            _refuse_read_only(out)
+            refuse_read_only(out)
             raise
         return out
 
     return assign
 
 
-def _refuse_read_only(o):
-    """Where NumPy's assignment into ``out`` (or its memory ``o``) failed: a read-only
-    ``o`` (which NumPy refuses before it writes) as the ValueError the checks raise."""
+def refuse_read_only(o, func="slice1"):
+    """The ValueError the checks raise for a read-only ``out`` (``o``: it, or its
+    memory), where a runner, whose key holds no writeable flag, is about to write it
+    or NumPy's assignment into it failed (NumPy refuses one before it writes)."""
     if not o.flags.writeable:
-        raise ValueError("slice1(): out is read-only") from None
+        raise ValueError(f"{func}(): out is read-only") from None
 
 
 def overlaps(a, b):

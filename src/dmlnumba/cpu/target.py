@@ -19,7 +19,7 @@ from ..arrays import library
 from ..interop import torch_written
 from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
-from .slice import overlaps, slice1, slice1_runner
+from .slice import overlaps, refuse_read_only, slice1, slice1_runner
 from .threads import one_thread
 from .views import library_give, library_runner
 
@@ -144,8 +144,7 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
 
     def run_out(x, o):
         a = o if type(o) is np.ndarray else o.numpy()  # a PyTorch CPU tensor's memory
-        if not a.flags.writeable:  # (the key holds no flag: asked of every call)
-            raise ValueError("slice_grad(): out is read-only")
+        refuse_read_only(a, "slice_grad")  # (the key holds no flag: asked of every call)
         if may_share(x, a):
             return None
         if not covers:
