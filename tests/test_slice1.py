@@ -466,7 +466,7 @@ def test_repeated_out_calls_of_small_windows_of_two_dimensions():
     repeat writes the window; an out laid out alike that now overlaps the input gets
     the window as the input held it (the assignment buffers it); one made read-only is
     refused, naming the function, with nothing written; a PyTorch tensor of the same
-    layout takes the general runner."""
+    layout takes the general runner, which bumps its version counter."""
     from dmlnumba import keys
 
     w = ((1, 2), (6, 6), (-1, 2))
@@ -489,8 +489,10 @@ def test_repeated_out_calls_of_small_windows_of_two_dimensions():
     torch = pytest.importorskip("torch")
     t = torch.full((6, 3), -1, dtype=torch.int32)
     for _ in range(2):
+        before = t._version
         assert dmlnumba.slice1(x, *w, out=t) is t
         np.testing.assert_array_equal(t.numpy(), x[6:0:-1, 2:8:2])
+        assert t._version > before  # marked written, as PyTorch's in-place ops are
 
 
 def test_repeated_calls_with_lists_read_them_again():
