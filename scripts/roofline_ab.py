@@ -1,11 +1,13 @@
 """A/B of the CUDA nonzero kernel at the read roofline: CUDA graph replays of
 ``nonzero_coordinates`` into preallocated PyTorch outputs, this tree (``new``) beside
 an older one (``old``, :func:`harness.old_tree`) and ``torch.sum`` of the same input,
-interleaved (21 rounds, CUDA events, median (min-max) us, then each one's read speed
-as a share of torch.sum's).  float32 inputs, 1-d and ``(n / 4096, 64, 64)``: 2**26,
-2**28 and 2**30 at 1%, 2**28 at 50% and 99%.  The two trees' coordinates are compared.
+interleaved (21 rounds, CUDA events after an untimed flush of the L2 cache
+(:func:`dmlnumba.bench_roofline.flusher`), median (min-max) us, then each one's read
+speed as a share of torch.sum's).  float32 inputs, 1-d and ``(n / 4096, 64, 64)``, of
+2**K elements for each K of ``--sizes`` (default 26,28,30) at 1%, 10%, 50% and 99%.
+The two trees' coordinates are compared.
 
-    python3 scripts/roofline_ab.py --old REF
+    python3 scripts/roofline_ab.py --old REF [--sizes 24,26,28,30]
 """
 
 import argparse
@@ -15,15 +17,16 @@ import harness
 import torch
 
 import dmlnumba
-from dmlnumba.bench_roofline import _event_time
+from dmlnumba.bench_roofline import _event_time, flusher
 from dmlnumba.bench_timing import interleaved
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--old", required=True, help="the older tree: a commit or a directory")
+ap.add_argument("--sizes", default="26,28,30", help="the exponents K of 2**K elements")
 args = ap.parse_args()
 old = harness.old_tree(args.old)
-clock = functools.partial(_event_time, torch=torch)
-for k, d in [(26, 0.01), (28, 0.01), (30, 0.01), (28, 0.5), (28, 0.99)]:
+clock = functools.partial(_event_time, torch=torch, before=flusher(torch))
+for k, d in [(int(k), d) for k in args.sizes.split(",") for d in (0.01, 0.1, 0.5, 0.99)]:
     n = 1 << k
     for shape in ((n,), (n // 4096, 64, 64)):
         x = torch.empty(shape, device="cuda")

@@ -376,6 +376,42 @@ def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
 
 
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
+def test_cuda_one_dimensional_inputs_take_smaller_tiles(monkeypatch):
+    """A 1-d input that CUDA_NONZERO_ITEMS steps a warp would cut into more than
+    CUDA_NONZERO_TILES tiles and at most 8 times as many takes at most
+    CUDA_NONZERO_ITEMS_1D steps; a multi-dimensional one, and a 1-d one of one wave or
+    of more tiles, CUDA_NONZERO_ITEMS.  The plan alone, at the default settings."""
+    from dmlnumba import config
+    from dmlnumba.gpu import plans, runners
+
+    for name, value in [
+        ("CUDA_THREADS", 256),
+        ("CUDA_NONZERO_ITEMS", 256),
+        ("CUDA_NONZERO_ITEMS_1D", 128),
+        ("CUDA_NONZERO_MIN_ITEMS", 16),
+        ("CUDA_NONZERO_TILES", 512),
+    ]:
+        monkeypatch.setattr(config, name, value)
+
+    def plan(shape):
+        n = int(np.prod(shape))
+        x = runners._new_view(shape, np.dtype(np.float32))
+        count = runners._new_view((1,), np.dtype(np.uint32))
+        coords = runners._new_view((n, len(shape)), np.dtype(np.uint32))
+        p = plans.NonzeroPlan(x, len(shape), count, coords, n)
+        return dict(p.values)["items"], p.ntiles
+
+    wave = 512 * 256 * 256  # 512 tiles of 256 steps
+    for n in (2 * wave, 8 * wave, wave + 256 * 256):
+        assert plan((n,)) == (128, -(-n // (256 * 128)))
+        assert plan((n // 4096, 64, 64)) == (256, n // (256 * 256))
+    for n in (wave, 8 * wave + 256 * 256, 16 * wave):
+        assert plan((n,)) == (256, n // (256 * 256))
+    monkeypatch.setattr(config, "CUDA_NONZERO_ITEMS_1D", 512)  # never more steps
+    assert plan((2 * wave,)) == (256, 2 * wave // (256 * 256))
+
+
+@pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
 @pytest.mark.parametrize("threads", [256, 512])
 def test_cuda_staged_kernel_only_where_its_expansion_fits(threads, monkeypatch):
     """A staged kernel, whose tiles expand positions in shared memory where they fit 32

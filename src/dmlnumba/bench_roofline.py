@@ -15,14 +15,26 @@ from typing import Any
 from .bench_timing import interleaved
 
 
-def _event_time(fn, torch):
-    """Seconds of one call of ``fn`` by CUDA events."""
+def _event_time(fn, torch, before=None):
+    """Seconds of one call of ``fn`` by CUDA events; ``before``: work queued ahead of
+    the first event, untimed (:func:`flusher`)."""
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if before is not None:
+        before()
     a.record()
     fn()
     b.record()
     b.synchronize()
     return a.elapsed_time(b) * 1e-3
+
+
+def flusher(torch):
+    """An untimed read of 256 MiB to queue before each timed call: it leaves the L2
+    cache clean, so that no call pays for writing back the lines the one before it
+    wrote, and the GPU busy, so that the events time the GPU's work without the
+    host's launch (``torch.sum`` launches slower than a graph replay)."""
+    scratch = torch.ones(1 << 26, device="cuda")
+    return lambda: torch.sum(scratch)
 
 
 def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
@@ -32,7 +44,7 @@ def roofline_rows(rows: list, bw: float, quick: bool = False) -> None:
     import dmlnumba
 
     reps = 5 if quick else 15
-    clock = functools.partial(_event_time, torch=torch)
+    clock = functools.partial(_event_time, torch=torch, before=flusher(torch))
     for k in (20, 22) if quick else (26, 28, 30):
         n = 1 << k
         for shape in ((n,), (n // 4096, 64, 64)):

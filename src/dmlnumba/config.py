@@ -73,6 +73,11 @@ CUDA_THREADS = 256
 #: (a tile is THREADS * ITEMS elements).
 CUDA_NONZERO_ITEMS = 256
 
+#: CUDA nonzero: at most this many steps a warp where the input is 1-d and
+#: CUDA_NONZERO_ITEMS would cut it into more than CUDA_NONZERO_TILES tiles and at
+#: most 8 times as many (docs/PERFORMANCE.md, "Settings").
+CUDA_NONZERO_ITEMS_1D = 128
+
 #: CUDA nonzero: at least this many (small inputs: 256 tiles at 2**20), except that an
 #: input that fits one tile takes only the steps it fills (in multiples of 4).
 CUDA_NONZERO_MIN_ITEMS = 16
@@ -140,6 +145,7 @@ _RANGES = {
     "DASK_BLOCKWISE": (0, 1, 1),
     "CUDA_THREADS": (32, 1024, 32),
     "CUDA_NONZERO_ITEMS": (4, 1024, 1),
+    "CUDA_NONZERO_ITEMS_1D": (4, 1024, 1),
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),
     "CUDA_NONZERO_TILES": (1, 1 << 24, 1),
     "CUDA_NONZERO_MAX_REGISTERS": (0, 255, 1),

@@ -17,7 +17,13 @@ def nonzero_tiling(size, shape, strides, itemsize, threads):
     # Tiles: about CUDA_NONZERO_TILES where the input allows (enough to fill the
     # GPU, few enough that looking back stays short), each lane taking
     # CUDA_NONZERO_MIN_ITEMS to CUDA_NONZERO_ITEMS steps, in multiples of 4.
+    # A 1-d input that those steps would cut into more than CUDA_NONZERO_TILES tiles
+    # (more than a wave of blocks) and at most 8 times as many takes at most
+    # CUDA_NONZERO_ITEMS_1D steps: shorter tiles, a shorter last wave.
     items = min(config.CUDA_NONZERO_ITEMS, MAX_MASKS // (threads // 32))
+    many = size // (threads * items)
+    if len(shape) == 1 and config.CUDA_NONZERO_TILES < many <= 8 * config.CUDA_NONZERO_TILES:
+        items = min(items, config.CUDA_NONZERO_ITEMS_1D)
     items = max(
         min(config.CUDA_NONZERO_MIN_ITEMS, items),
         min(items, size // (threads * config.CUDA_NONZERO_TILES) // 4 * 4),
