@@ -5,9 +5,10 @@ interleaved (21 rounds, CUDA events after an untimed flush of the L2 cache
 (:func:`dmlnumba.bench_roofline.flusher`), median (min-max) us, then each one's read
 speed as a share of torch.sum's).  float32 inputs, 1-d and ``(n / 4096, 64, 64)``, of
 2**K elements for each K of ``--sizes`` (default 26,28,30) at 1%, 10%, 50% and 99%.
-The two trees' coordinates are compared.
+The two trees' coordinates are compared.  ``--set NAME=V`` (repeatable) changes a setting
+of the old tree's ``config``: with ``--old .`` (this tree again), the A/B of a setting.
 
-    python3 scripts/roofline_ab.py --old REF [--sizes 24,26,28,30]
+    python3 scripts/roofline_ab.py --old REF [--sizes 24,26,28,30] [--set NAME=V]
 """
 
 import argparse
@@ -23,8 +24,12 @@ from dmlnumba.bench_timing import interleaved
 ap = argparse.ArgumentParser()
 ap.add_argument("--old", required=True, help="the older tree: a commit or a directory")
 ap.add_argument("--sizes", default="26,28,30", help="the exponents K of 2**K elements")
+ap.add_argument("--set", action="append", default=[], metavar="NAME=V", help="old's setting")
 args = ap.parse_args()
 old = harness.old_tree(args.old)
+for kv in args.set:
+    name, value = kv.split("=")
+    setattr(old.config, name, int(value))
 clock = functools.partial(_event_time, torch=torch, before=flusher(torch))
 for k, d in [(int(k), d) for k in args.sizes.split(",") for d in (0.01, 0.1, 0.5, 0.99)]:
     n = 1 << k
