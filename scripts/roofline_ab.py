@@ -28,7 +28,9 @@ ap.add_argument("--set", action="append", default=[], metavar="NAME=V", help="ol
 args = ap.parse_args()
 old = harness.old_tree(args.old)
 for kv in args.set:
-    name, value = kv.split("=")
+    name, _, value = kv.partition("=")
+    if not hasattr(old.config, name):  # (a typo would otherwise change nothing)
+        ap.error(f"--set {kv}: no setting {name!r}")
     setattr(old.config, name, int(value))
 clock = functools.partial(_event_time, torch=torch, before=flusher(torch))
 for k, d in [(int(k), d) for k in args.sizes.split(",") for d in (0.01, 0.1, 0.5, 0.99)]:
