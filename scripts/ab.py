@@ -203,24 +203,16 @@ def check(got, want):
     return got.shape == want.shape and bool((got == want).all())
 
 
-def settings(spec):
-    out = {}
-    for kv in filter(None, spec.split(",")):
-        k, v = kv.split("=")
-        out[k.strip()] = float(v) if "." in v else int(v)
-    return out
-
-
 def contenders(a, call):
     """``{name: function}`` of every contender for one case's ``call``."""
     new = call(dmlnumba)
     if not a.set:
         fns = {"new": new}
     else:
-        defaults = {k: getattr(config, k) for s in a.set for k in settings(s)}
+        defaults = {k: getattr(config, k) for s in a.set for k in harness.settings(s)}
         fns = {"new": harness.with_settings(config, defaults, new)}
         for s in a.set:
-            fns[s] = harness.with_settings(config, dict(defaults, **settings(s)), new)
+            fns[s] = harness.with_settings(config, dict(defaults, **harness.settings(s)), new)
     if a.old:
         fns["old"] = call(harness.old_tree(a.old))
         if a.aa:  # the old tree again, loaded apart: its code compiled and placed anew

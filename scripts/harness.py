@@ -195,6 +195,16 @@ def old_tree(ref, name="dmlnumba_old"):
     return mod
 
 
+def settings(spec):
+    """``{NAME: value}`` of a ``--set`` argument ``NAME=V[,NAME=V]`` (int, or float
+    where V has a point)."""
+    out = {}
+    for kv in filter(None, spec.split(",")):
+        k, v = kv.split("=")
+        out[k.strip()] = float(v) if "." in v else int(v)
+    return out
+
+
 def with_settings(config, settings, f):
     """``f`` with ``config``'s attributes set to ``settings`` first (the contenders
     interleave, so each sets its own: give the baseline the defaults).  A changed setting

@@ -5,8 +5,8 @@ interleaved (21 rounds, CUDA events after an untimed flush of the L2 cache
 (:func:`dmlnumba.bench_roofline.flusher`), median (min-max) us, then each one's read
 speed as a share of torch.sum's).  float32 inputs, 1-d and ``(n / 4096, 64, 64)``, of
 2**K elements for each K of ``--sizes`` (default 26,28,30) at 1%, 10%, 50% and 99%.
-The two trees' coordinates are compared.  ``--set NAME=V`` (repeatable) changes a setting
-of the old tree's ``config``: with ``--old .`` (this tree again), the A/B of a setting.
+The two trees' coordinates are compared.  ``--set NAME=V[,NAME=V]`` (repeatable) sets the
+old tree's ``config``: with ``--old .`` (this tree again), the A/B of a setting.
 
     python3 scripts/roofline_ab.py --old REF [--sizes 24,26,28,30] [--set NAME=V]
 """
@@ -24,14 +24,16 @@ from dmlnumba.bench_timing import interleaved
 ap = argparse.ArgumentParser()
 ap.add_argument("--old", required=True, help="the older tree: a commit or a directory")
 ap.add_argument("--sizes", default="26,28,30", help="the exponents K of 2**K elements")
-ap.add_argument("--set", action="append", default=[], metavar="NAME=V", help="old's setting")
+ap.add_argument(
+    "--set", action="append", default=[], metavar="NAME=V[,NAME=V]", help="old's settings"
+)
 args = ap.parse_args()
 old = harness.old_tree(args.old)
-for kv in args.set:
-    name, _, value = kv.partition("=")
-    if not hasattr(old.config, name):  # (a typo would otherwise change nothing)
-        ap.error(f"--set {kv}: no setting {name!r}")
-    setattr(old.config, name, int(value))
+for spec in args.set:
+    for name, value in harness.settings(spec).items():
+        if not hasattr(old.config, name):  # (a typo would otherwise change nothing)
+            ap.error(f"--set {spec}: no setting {name!r}")
+        setattr(old.config, name, value)
 clock = functools.partial(_event_time, torch=torch, before=flusher(torch))
 for k, d in [(int(k), d) for k in args.sizes.split(",") for d in (0.01, 0.1, 0.5, 0.99)]:
     n = 1 << k
