@@ -342,29 +342,44 @@ def test_contiguous_inputs_read_16_bytes_a_lane(device, dtype, shift, monkeypatc
         ]
 
 
+def _default_tiling(monkeypatch):
+    """The CUDA nonzero tiling's settings at their defaults (the simulator's run sets
+    smaller ones)."""
+    from dmlnumba import config
+
+    for name, value in [
+        ("CUDA_THREADS", 256),
+        ("CUDA_NONZERO_ITEMS", 256),
+        ("CUDA_NONZERO_ITEMS_1D", 128),
+        ("CUDA_NONZERO_MIN_ITEMS", 16),
+        ("CUDA_NONZERO_TILES", 512),
+    ]:
+        monkeypatch.setattr(config, name, value)
+
+
+def _tiling(shape):
+    """``(items, tiles)`` of the CUDA nonzero plan of a C-contiguous float32 input of
+    ``shape`` into 32-bit coordinates (the plan alone: nothing is allocated)."""
+    from dmlnumba.gpu import plans, runners
+
+    n = int(np.prod(shape))
+    x = runners._new_view(shape, np.dtype(np.float32))
+    count = runners._new_view((1,), np.dtype(np.uint32))
+    coords = runners._new_view((n, len(shape)), np.dtype(np.uint32))
+    p = plans.NonzeroPlan(x, len(shape), count, coords, n)
+    return dict(p.values)["items"], p.ntiles
+
+
 @pytest.mark.skipif("cuda" not in DEVICES, reason="needs CUDA (a GPU or the simulator)")
 def test_cuda_one_tile_input_takes_the_steps_it_fills(monkeypatch):
     """An input that fits one tile takes only the 32-element steps it fills, in multiples
     of 4 (1000 elements and 256 threads: 4 steps a warp, not CUDA_NONZERO_MIN_ITEMS'
     16); an input of more than one tile keeps that floor.  The plan alone, at the
     default settings (the simulator's run sets smaller ones)."""
-    from dmlnumba import config
-    from dmlnumba.gpu import plans, runners
-
-    for name, value in [
-        ("CUDA_THREADS", 256),
-        ("CUDA_NONZERO_ITEMS", 256),
-        ("CUDA_NONZERO_MIN_ITEMS", 16),
-        ("CUDA_NONZERO_TILES", 512),
-    ]:
-        monkeypatch.setattr(config, name, value)
+    _default_tiling(monkeypatch)
 
     def plan(n):
-        x = runners._new_view((n,), np.dtype(np.float32))
-        count = runners._new_view((1,), np.dtype(np.uint32))
-        coords = runners._new_view((n, 1), np.dtype(np.uint32))
-        p = plans.NonzeroPlan(x, 1, count, coords, n)
-        return dict(p.values)["items"], p.ntiles
+        return _tiling((n,))
 
     threads, floor = 256, 16
     assert plan(1) == (4, 1)
@@ -382,25 +397,9 @@ def test_cuda_one_dimensional_inputs_take_smaller_tiles(monkeypatch):
     CUDA_NONZERO_ITEMS_1D steps; a multi-dimensional one, and a 1-d one of one wave or
     of more tiles, CUDA_NONZERO_ITEMS.  The plan alone, at the default settings."""
     from dmlnumba import config
-    from dmlnumba.gpu import plans, runners
 
-    for name, value in [
-        ("CUDA_THREADS", 256),
-        ("CUDA_NONZERO_ITEMS", 256),
-        ("CUDA_NONZERO_ITEMS_1D", 128),
-        ("CUDA_NONZERO_MIN_ITEMS", 16),
-        ("CUDA_NONZERO_TILES", 512),
-    ]:
-        monkeypatch.setattr(config, name, value)
-
-    def plan(shape):
-        n = int(np.prod(shape))
-        x = runners._new_view(shape, np.dtype(np.float32))
-        count = runners._new_view((1,), np.dtype(np.uint32))
-        coords = runners._new_view((n, len(shape)), np.dtype(np.uint32))
-        p = plans.NonzeroPlan(x, len(shape), count, coords, n)
-        return dict(p.values)["items"], p.ntiles
-
+    _default_tiling(monkeypatch)
+    plan = _tiling
     wave = 512 * 256 * 256  # 512 tiles of 256 steps
     for n in (2 * wave, 8 * wave, wave + 256 * 256):
         assert plan((n,)) == (128, -(-n // (256 * 128)))
