@@ -4,13 +4,14 @@
                              [--threading-layer {default,omp,tbb,workqueue}]
 
 Each of ``--processes`` spawned processes runs ``--threads`` threads; each thread makes
-random calls (slice1, nonzero_coordinates, argwhere; every dtype, 1 to 6 dimensions,
-C / F / reversed / strided / permuted / broadcast layouts, sizes that run on one thread
-and on all of them, window parameters as tuples or lists, new and caller-given outputs,
-read-only ones refused) and checks every result bit for bit against NumPy.  The main
-process also makes calls (so that its thread pool is running) and then feeds a
-fork-based pool the same kind of work.  It prints one line per process and a total,
-and exits 1 if any call failed or any worker died.
+random calls (slice1, slice_grad, nonzero_coordinates, argwhere; every dtype, 1 to 6
+dimensions, C / F / reversed / strided / permuted / broadcast layouts, sizes that run on
+one thread and on all of them, window parameters as tuples or lists, new and caller-given
+outputs, slice_grad's out holding its own gradient, read-only ones refused) and checks
+every result bit for bit against NumPy.  The main process also makes calls (so that its
+thread pool is running) and then feeds a fork-based pool the same kind of work.  It
+prints one line per process and a total, and exits 1 if any call failed or any worker
+died.
 
 ``--threading-layer`` (default: ``$NUMBA_THREADING_LAYER``, else numba's choice) sets
 ``NUMBA_THREADING_LAYER`` for every process; the run stops at once if numba cannot load
@@ -62,44 +63,81 @@ def _bits(a):
     return np.asarray(a).view(f"u{a.dtype.itemsize}")
 
 
+def _window(rng, x):
+    """A random window of ``x`` (1, 2, 3, 5 or reversed steps) as NumPy's index."""
+    idx = []
+    for n in x.shape:
+        step = int(rng.choice([1, 2, 3, -1, -2, 5]))
+        a, b = sorted(int(v) for v in rng.integers(0, n + 1, size=2))
+        if a == b:
+            a, b = 0, n
+        idx.append(slice(a, b, step) if step > 0 else slice(b - 1, (a - 1) if a else None, step))
+    return tuple(idx)
+
+
+def _slice1(rng, x):
+    import dmlnumba
+
+    idx = _window(rng, x)
+    want = x[idx]
+    if want.size == 0:
+        return
+    w = dmlnumba.window(x.shape, idx)
+    if rng.random() < 0.3:  # list parameters, as many callers write them
+        w = tuple(list(p) for p in w)
+    if rng.random() < 0.03:  # a read-only out: refused, nothing written
+        out = np.zeros(want.shape, x.dtype)
+        out.flags.writeable = False
+        try:
+            dmlnumba.slice1(x, *w, out=out)
+        except ValueError as e:
+            assert "read-only" in str(e) and not out.any(), "slice1 read-only out"
+            return
+        raise AssertionError("slice1 wrote a read-only out")
+    if rng.random() < 0.3:
+        out = np.empty(want.shape, x.dtype)
+        got = dmlnumba.slice1(x, *w, out=out)
+        assert got is out
+    else:
+        got = dmlnumba.slice1(x, *w)
+    assert got.shape == want.shape and (_bits(got) == _bits(want)).all(), "slice1"
+
+
+def _slice_grad(rng, x):
+    """slice_grad of a gradient shaped like a window of ``x`` back into ``x``'s shape:
+    into a new array, a caller's out (garbage first), or an out that holds the
+    gradient itself (the gradient a view of it: the call reads it before zeroing)."""
+    import dmlnumba
+
+    idx = _window(rng, x)
+    shape = x[idx].shape
+    if 0 in shape:
+        return
+    w = dmlnumba.window(x.shape, idx)[:3]
+    if rng.random() < 0.3:
+        w = tuple(list(p) for p in w)
+    r = rng.random()
+    if r < 0.15:  # the gradient a view into the out it is written into
+        out = rng.integers(-5, 6, size=x.shape).astype(x.dtype)
+        # its leading corner, or the window itself (the scatter then leaves it as it is)
+        g = out[tuple(slice(0, n) for n in shape)] if r < 0.08 else out[idx]
+    else:
+        g = x[idx]
+        out = np.full(x.shape, 7, x.dtype) if r < 0.45 else None
+    want = np.zeros(x.shape, x.dtype)
+    want[idx] = g
+    got = dmlnumba.slice_grad(g, x.shape, *w, out=out)
+    assert out is None or got is out
+    assert got.shape == x.shape and (_bits(got) == _bits(want)).all(), "slice_grad"
+
+
 def one_call(rng):
     import dmlnumba
 
     x = _array(rng)
-    op = int(rng.integers(3))
+    op = int(rng.integers(4))
     if op == 0:
-        idx = []
-        for n in x.shape:
-            step = int(rng.choice([1, 2, 3, -1, -2, 5]))
-            a, b = sorted(int(v) for v in rng.integers(0, n + 1, size=2))
-            if a == b:
-                a, b = 0, n
-            idx.append(
-                slice(a, b, step) if step > 0 else slice(b - 1, (a - 1) if a else None, step)
-            )
-        idx = tuple(idx)
-        want = x[idx]
-        if want.size == 0:
-            return
-        w = dmlnumba.window(x.shape, idx)
-        if rng.random() < 0.3:  # list parameters, as many callers write them
-            w = tuple(list(p) for p in w)
-        if rng.random() < 0.03:  # a read-only out: refused, nothing written
-            out = np.zeros(want.shape, x.dtype)
-            out.flags.writeable = False
-            try:
-                dmlnumba.slice1(x, *w, out=out)
-            except ValueError as e:
-                assert "read-only" in str(e) and not out.any(), "slice1 read-only out"
-                return
-            raise AssertionError("slice1 wrote a read-only out")
-        if rng.random() < 0.3:
-            out = np.empty(want.shape, x.dtype)
-            got = dmlnumba.slice1(x, *w, out=out)
-            assert got is out
-        else:
-            got = dmlnumba.slice1(x, *w)
-        assert got.shape == want.shape and (_bits(got) == _bits(want)).all(), "slice1"
+        _slice1(rng, x)
     elif op == 1:
         width = x.ndim
         dt = [np.uint32, np.uint64, np.int64][int(rng.integers(3))]
@@ -107,9 +145,11 @@ def one_call(rng):
         ref = np.argwhere(x)
         k = int(count[0])
         assert k == len(ref) and (coords[:k] == ref).all(), "nonzero"
-    else:
+    elif op == 2:
         got = dmlnumba.argwhere(x)
         assert (got == np.argwhere(x)).all() and got.dtype == np.int64, "argwhere"
+    else:
+        _slice_grad(rng, x)
 
 
 def _loop(seed, deadline, counts, failures):
