@@ -607,7 +607,7 @@ def test_threads_free_counts_the_other_runnable_threads(monkeypatch, tmp_path):
     monkeypatch.setattr(threads, "_busy_until", -1.0)
     monkeypatch.setattr(threads, "_last_busy", -1e9)
     pool = [0]
-    monkeypatch.setattr(threads, "_pool_running", lambda: pool[0])
+    monkeypatch.setattr(threads, "_pools_running", lambda enough: min(pool[0], enough))
     f = tmp_path / "loadavg"
 
     def free(running, n=16):
@@ -630,8 +630,9 @@ def test_threads_free_counts_the_other_runnable_threads(monkeypatch, tmp_path):
     assert free(40) == 1 and free(40) == 1 and free(1, n=4) == 1
     monkeypatch.setattr(threads, "_busy_until", -1.0)
     monkeypatch.setattr(threads, "_last_busy", -1e9)
-    pool[0] = 2  # numba's pool threads, spinning after a parallel region
+    pool[0] = 2  # this process's pool threads, spinning after a parallel region
     assert free(3) == 16 and free(5) == 14
+    assert free(3, n=4) == 4  # (12 cores left for 4 threads: not asked)
     monkeypatch.setattr(threads, "_loadavg", False)
     assert threads.threads_free(8) == 8  # not Linux: no count, no check
 
@@ -648,7 +649,7 @@ def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch, 
     monkeypatch.setattr(threads, "_CORES", 2)
     monkeypatch.setattr(threads, "_busy_until", -1.0)
     monkeypatch.setattr(threads, "_last_busy", -1e9)
-    monkeypatch.setattr(threads, "_pool_running", lambda: 0)
+    monkeypatch.setattr(threads, "_pools_running", lambda enough: 0)
     f = tmp_path / "loadavg"
 
     def free(running):
@@ -668,40 +669,69 @@ def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch, 
     assert seen[:3] == [1, 1, 1] and seen[4:] == [2, 2, 2, 2]
 
 
-def test_the_pool_threads_are_the_ones_the_first_region_started(monkeypatch):
-    """numba's pool threads, found around the first parallel region, and counted
-    where they run (spinning, as GNU OpenMP's do after a region)."""
+def _running_states(count, stop):
+    """``count()`` sampled until ``stop()``, at least 50 times."""
+    seen = []
+    while len(seen) < 50 or not stop():
+        seen.append(count())
+    return seen
+
+
+def test_pool_threads_are_not_load_and_python_threads_are(monkeypatch):
+    """The load check counts out this process's runnable threads that Python did not
+    start (numba's pool, grown by set_num_threads after the first region; PyTorch's
+    and ONNX Runtime's pools spin the same way), and counts in a running Python
+    thread: another thread of the application at work."""
     import threading
+    import time
 
     import numba
 
+    from dmlnumba import config
     from dmlnumba.cpu import threads
 
-    monkeypatch.setattr(threads, "_pool_tids", None)
-    stop = threading.Event()
-    a = np.random.default_rng(0).random(1 << 20)
-    started = []
+    if numba.get_num_threads() < 2:
+        pytest.skip("numba runs one thread here")
+    monkeypatch.setattr(config, "CPU_LOAD_CHECK", 0)
+    a = np.random.default_rng(0).random(1 << 21)
+    x = (a < 0.5).astype(np.float32)
+    done = threading.Event()
 
-    def work():  # a thread that runs without the GIL (NumPy sorting)
-        while not stop.is_set():
+    def sort():  # a Python thread that runs without the GIL (NumPy sorting)
+        while not done.is_set():
             np.sort(a)
 
-    def job(on_threads):  # the first parallel job, which starts a thread
-        started.append(threading.Thread(target=work))
-        started[0].start()
+    def regions():  # numba's pool at work, called from a Python thread
+        while not done.is_set():
+            dmlnumba.nonzero_coordinates(x)
 
-    before = threads._task_ids()
-    threads._on_threads(numba.get_num_threads(), numba.get_num_threads(), job)
-    try:
-        assert str(started[0].native_id) in threads._pool_tids
-        assert not set(threads._pool_tids) & before
-        counts = [threads._pool_running() for _ in range(200)]
-    finally:
-        stop.set()
-        started[0].join()
-    assert max(counts) >= 1
-    monkeypatch.setattr(threads, "_pool_tids", ())
-    assert threads._pool_running() == 0
+    def all_running():  # every runnable thread of this process but the caller
+        me = str(threading.get_native_id())
+        n = 0
+        for tid in threads.os.listdir("/proc/self/task"):
+            try:
+                s = open(f"/proc/self/task/{tid}/stat", "rb").read()
+            except OSError:
+                continue
+            n += tid != me and s[s.rfind(b")") + 2 : s.rfind(b")") + 3] == b"R"
+        return n
+
+    for work, counted in ((sort, False), (regions, True)):
+        done.clear()
+        time.sleep(0.05)  # (pools that spin after earlier tests' regions: asleep)
+        t = threading.Thread(target=work)
+        t.start()
+        end = time.monotonic() + 0.5
+        try:
+            pools = _running_states(
+                lambda: threads._pools_running(99), lambda: time.monotonic() > end
+            )
+            every = _running_states(all_running, lambda: True)
+        finally:
+            done.set()
+            t.join()
+        assert max(every) >= 1  # the work ran
+        assert (max(pools) >= 1) is counted, (work.__name__, max(pools))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])

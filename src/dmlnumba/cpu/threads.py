@@ -112,23 +112,16 @@ def run_pass(f, args, results, on_threads):
 
 def _on_threads(k, want, job):
     """``job(True)`` on ``k`` of numba's threads (this thread's setting, put back
-    after: it was ``want``).  Around the first such job, notes which threads it
-    started: numba's pool (see :func:`threads_free`)."""
-    global _pool_tids
+    after: it was ``want``)."""
     import numba
 
-    before = _task_ids() if _pool_tids is None else None
     if k == want:
-        result = job(True)
-    else:
-        numba.set_num_threads(k)
-        try:
-            result = job(True)
-        finally:
-            numba.set_num_threads(want)
-    if before is not None:
-        _pool_tids = tuple(_task_ids() - before)
-    return result
+        return job(True)
+    numba.set_num_threads(k)
+    try:
+        return job(True)
+    finally:
+        numba.set_num_threads(want)
 
 
 #: ``/proc/loadavg``, kept open (:func:`threads_free`); None until first asked, False
@@ -140,9 +133,6 @@ BUSY_HOLD_S = 1.0
 _busy_until = -1.0
 #: ``time.monotonic()`` when other runnable threads were last seen.
 _last_busy = -1e9
-#: The ids of the threads the first parallel region started (numba's pool; none
-#: where another region started it); None before that region.
-_pool_tids: Any = None
 #: The fewest threads with a core seen since ``_busy_until - BUSY_HOLD_S``.
 _held = 1
 #: The machine's cores, asked once (``os.cpu_count()`` is not free).
@@ -152,16 +142,14 @@ _CORES = os.cpu_count() or 1
 def threads_free(threads):
     """How many of ``threads`` threads have a core of their own: the machine's cores
     less the other runnable threads (Linux's count of every runnable thread,
-    ``/proc/loadavg``, less the caller and numba's pool threads that still spin
-    after a parallel region, :func:`_pool_running`; another library's spinning
-    threads, PyTorch's, take cores as another process's do); the fewest seen in
-    the last ``BUSY_HOLD_S``, once a second busy count followed the first within
-    it (the other processes of a busy machine sleep now and then: a count taken at
-    such a moment would overcommit the cores).  A parallel region waits for its
-    slowest thread, and on a busy machine one of them waits for a core: parallel
-    calls then take several times their serial time (docs/PERFORMANCE.md,
-    ``CPU_LOAD_CHECK``).  ``threads`` where the count cannot be read.  Asked only
-    before a call large enough for the threads."""
+    ``/proc/loadavg``, less the caller and this process's own thread pools,
+    :func:`_pools_running`); the fewest seen in the last ``BUSY_HOLD_S``, once a
+    second busy count followed the first within it (the other processes of a busy
+    machine sleep now and then: a count taken at such a moment would overcommit the
+    cores).  A parallel region waits for its slowest thread, and on a busy machine
+    one of them waits for a core: parallel calls then take several times their
+    serial time (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).  ``threads`` where the
+    count cannot be read.  Asked only before a call large enough for the threads."""
     global _loadavg, _busy_until, _held, _last_busy
     if _loadavg is None:
         try:
@@ -175,8 +163,8 @@ def threads_free(threads):
     except (OSError, ValueError, IndexError):
         return threads
     others = running - 1  # (the caller)
-    if others > 0:  # (the pool threads' states cost more: asked only here)
-        others -= _pool_running()
+    if others > _CORES - threads:  # (the threads' states cost more: asked only here)
+        others -= _pools_running(others - (_CORES - threads))
     now = time.monotonic()
     seen = min(threads, max(1, _CORES - others))
     # A hold starts where a second busy count follows one within BUSY_HOLD_S (a
@@ -192,29 +180,38 @@ def threads_free(threads):
     return min(seen, _held) if now < _busy_until else seen
 
 
-def _task_ids():
-    """The ids of this process's threads (an empty set where Linux's list is not there)."""
+def _pools_running(enough):
+    """This process's runnable threads that Python did not start (up to ``enough`` of
+    them): the thread pools of numba and of the other libraries it runs (PyTorch's
+    and ONNX Runtime's OpenMP or spinning pools), which spin a moment after their
+    work and then sleep, and which the next parallel region takes over or waits out.
+    Counted as other load they would send a call to one thread after every call of
+    theirs (numba's pool grows with ``set_num_threads``, after this process's first
+    region).  Python's threads (``threading``'s) that run are load."""
     try:
-        return set(os.listdir("/proc/self/task"))
+        tids = os.listdir("/proc/self/task")
     except OSError:
-        return set()
-
-
-def _pool_running():
-    """The threads of numba's pool (:data:`_pool_tids`) that are runnable: GNU
-    OpenMP's spin a while after a parallel region, and the next region takes them."""
+        return 0
+    python = {str(t.native_id) for t in threading.enumerate()}
+    python.add(str(threading.get_native_id()))  # (the caller: counted already)
     n = 0
-    for tid in _pool_tids or ():
+    for tid in tids:
+        if tid in python:
+            continue
         try:
             fd = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
         except OSError:  # a thread that ended
             continue
         try:
             s = os.pread(fd, 128, 0)
+        except OSError:
+            continue
         finally:
             os.close(fd)
         i = s.rfind(b")")  # the state follows the name, which may hold anything
         n += s[i + 2 : i + 3] == b"R"
+        if n >= enough:
+            break
     return n
 
 
