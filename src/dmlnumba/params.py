@@ -161,15 +161,38 @@ NONZERO_CPU = declare(
         "limit",  # rows the output holds
         "ask_apart",  # 1: the driver asks whether its arrays may share memory (a caller's)
         "dense",  # the address of the write pass's dense write (0 where no row is written)
+        "keep",  # slots of a block's kept positions (:func:`kept_slots`; 0: none)
     ),
 )
 
+#: The CPU count pass of a C-contiguous input keeps the positions of a block's non-zeros
+#: (``cpu.nonzero_count._count_keeping``) while at most one in ``KEEP_OF`` of the
+#: elements read so far, and ``KEEP_SLACK`` more, is non-zero: the write pass then
+#: writes the block's rows from them, without reading the input again
+#: (docs/PERFORMANCE.md).
+KEEP_OF = 16
+KEEP_SLACK = 8
+
+
+def kept_slots(block):
+    """The int64 slots of a block's kept positions (the ``keep`` of a
+    :data:`NONZERO_CPU` block): room for every position the density bound lets a
+    block of ``block`` elements keep (and a group of 64 more); 0 (none kept) for
+    blocks of more than 2**24 elements, whose room would be large."""
+    if block > 1 << 24:
+        return 0
+    return KEEP_SLACK + -(-block // KEEP_OF) + 64
+
+
 #: The arguments of the CPU nonzero passes' C functions, one int64 block a call (see
 #: :mod:`dmlnumba.cpu.blocks`), arrays as the address of their first item and their
-#: items: the flat input, its :data:`NONZERO_CPU` block, the flat coordinates, and
-#: each block's first row.
+#: items: the flat input, its :data:`NONZERO_CPU` block, the flat coordinates,
+#: each block's first row, and how many positions the count pass kept in each block
+#: (or -1) followed by them (``keep`` slots a block; address 0: the driver keeps none).
 NONZERO_PASS = declare(
-    "NonzeroPass", rows=(), scalars=("src", "src_n", "p", "p_n", "out", "out_n", "rows")
+    "NonzeroPass",
+    rows=(),
+    scalars=("src", "src_n", "p", "p_n", "out", "out_n", "rows", "kept"),
 )
 
 

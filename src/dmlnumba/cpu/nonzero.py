@@ -10,7 +10,7 @@ from .. import config
 from ..dtypes import nonzero_mask
 from ..interop import torch_written
 from ..layout import uint_of_size
-from ..params import NONZERO_CPU, NONZERO_PASS, pack
+from ..params import NONZERO_CPU, NONZERO_PASS, kept_slots, pack
 from . import compiling, process
 from .nonzero_launch import (
     count_pass,
@@ -51,6 +51,10 @@ def _params(block, dtype, **fields):
     fields["mask"] = _mask(dtype)
     fields.setdefault("ask_apart", 0)
     fields["dense"] = 0  # set where the write pass is chosen (nonzero_launch.write_pass)
+    # A C-contiguous input's count pass keeps sparse blocks' positions (where the
+    # driver gives them room: the blocks drivers, of more than one block).
+    many = fields["contiguous"] and fields["nblocks"] > 1
+    fields["keep"] = kept_slots(block) if many else 0
     return pack(NONZERO_CPU, **fields)
 
 

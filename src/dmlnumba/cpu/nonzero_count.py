@@ -5,7 +5,7 @@ a row or a range of elements counted, and their positions gathered into a buffer
 import numpy as np
 from numba import carray, types
 
-from ..params import MAXD, size
+from ..params import KEEP_OF, KEEP_SLACK, MAXD, size
 from ..params import NONZERO_CPU as P
 from ..params import NONZERO_PASS as A
 from .compiling import c_function
@@ -115,6 +115,34 @@ def _compact_groups(src, up, n, mask, out, c):
 
 
 @_inline
+def _count_keeping(src, p, n, mask, kept):
+    """:func:`_count_contiguous` of ``src[p : p + n]`` that also keeps the positions
+    (from 0) of the non-zeros in ``kept``, 64 elements at a time (as a bit mask),
+    while the non-zeros so far are at most one in ``KEEP_OF`` of the elements read,
+    and ``KEEP_SLACK`` more; then counts the rest (a last group of fewer than 64
+    too).  Returns the count and how many were kept where they are all of them,
+    else -1 (the write pass then reads the block)."""
+    up = np.uint64(p)
+    one = np.uint64(1)
+    c = 0
+    g = 0
+    while g + GROUP <= n:
+        b = up + np.uint64(g)
+        m = np.uint64(0)
+        for j in range(GROUP):
+            m |= np.uint64(is_nonzero(src[b + np.uint64(j)], mask)) << np.uint64(j)
+        if (c + popcount(m) - KEEP_SLACK) * KEEP_OF > g + GROUP:
+            break
+        while m:
+            kept[np.uint64(c)] = g + trailing_zeros(m)
+            c += 1
+            m &= m - one
+        g += GROUP
+    rest = _count_contiguous(src, p + g, n - g, mask)
+    return c + rest, (c if rest == 0 else -1)
+
+
+@_inline
 def _compact_contiguous(src, p, n, mask, buf):
     """Write the positions ``k`` (0 <= k < n) of the non-zero elements among
     ``src[p : p + n]`` into ``buf``, in order (:func:`_compact_groups`); return how
@@ -162,7 +190,8 @@ def _count_pass(item, contiguous):
     the non-zero elements of block ``b`` of the nonzero of parameter block ``p`` (a
     :data:`~dmlnumba.params.NONZERO_CPU` block) over the flat input: elements ``first
     + [b*block, (b+1)*block)`` (clipped to ``first + n``) of the row-major order of
-    its shape."""
+    its shape.  A C-contiguous input's block keeps its positions where the driver
+    gave room (``kept``, :func:`_count_keeping`)."""
 
     def count_pass(ap, b):
         a = carray(ap, ARGS)
@@ -175,6 +204,13 @@ def _count_pass(item, contiguous):
         lo += first
         hi += first
         if contiguous:
+            keep = p[P.keep]
+            if keep > 0 and a[A.kept] != 0:  # (kept: nblocks counts, then the positions)
+                nb = p[P.nblocks]
+                kept = carray(pointer(a[A.kept] + 8 * (nb + keep * b), np.int64), keep)
+                c, held = _count_keeping(src, sb + lo, hi - lo, mask, kept)
+                carray(pointer(a[A.kept], np.int64), nb)[b] = held
+                return c
             return _count_contiguous(src, sb + lo, hi - lo, mask)
         ndim = p[P.ndim]
         shape = p[P.shape : P.shape + ndim]

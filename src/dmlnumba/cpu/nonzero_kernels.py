@@ -92,6 +92,7 @@ def _pass_args(a, src, p, out):
     a[A.p], a[A.p_n] = address(p), p.size
     a[A.out], a[A.out_n] = address(out), out.size
     a[A.rows] = address(a) + 8 * ARGS
+    a[A.kept] = 0  # (none kept: set by a driver that gives them room)
     return a
 
 
@@ -141,13 +142,21 @@ def _blocks_driver(fc, fw, src, p, out, count):
     is the true count, also where it exceeds ``limit``.  (A single block whose rows
     all fit needs neither the count nor the scan: :func:`nonzero_single` and
     :func:`nonzero_positions` take those calls, chosen by the caller; calls on
-    numba's threads run the same passes through :mod:`.blocks`' drivers.)  Returns
-    whether it wrote (see :func:`_positions_driver`)."""
+    numba's threads run the same passes through :mod:`.blocks`' drivers.)  The count
+    pass of a C-contiguous input keeps a sparse block's positions for the write pass
+    (``keep``).  Returns whether it wrote (see :func:`_positions_driver`)."""
     if not _outputs_apart(src, p, out, count):
         return False
     nblocks = p[P.nblocks]
-    a = _pass_args(np.empty(ARGS + nblocks + 1, np.int64), src, p, out)
-    rows = a[ARGS:]
+    # The argument block, the rows, then how many positions each block kept, and them.
+    keep = p[P.keep] if p[P.limit] > 0 else 0
+    a = np.empty(
+        ARGS + nblocks + 1 + (keep + 1) * nblocks if keep else ARGS + nblocks + 1, np.int64
+    )
+    a = _pass_args(a, src, p, out)
+    if keep > 0:
+        a[A.kept] = a[A.rows] + 8 * (nblocks + 1)
+    rows = a[ARGS : ARGS + nblocks + 1]
     _counted_rows(fc, a, rows, nblocks)
     for b in range(nblocks):
         call_pass(fw, a, np.int64(b))

@@ -25,16 +25,21 @@ def launch_block(p, src, out, count, driver):
     return compiling.run(kernel, key, *passes, src, p, out, count)
 
 
-def pass_args(src, p, out, nrows):
+def pass_args(src, p, out, nrows, keep=0):
     """The argument block of nonzero's passes (:data:`~dmlnumba.params.NONZERO_PASS`)
     followed by the ``nrows`` slots of its rows, as the serial driver makes it
-    (:func:`~.nonzero_kernels._pass_args`)."""
-    a = np.empty(PASS_ARGS + nrows, np.int64)
+    (:func:`~.nonzero_kernels._pass_args`), then (``keep``: the kept positions' room
+    a block, 0 for none) how many positions each of the ``nrows - 1`` blocks kept,
+    and room for them."""
+    a = np.empty(
+        PASS_ARGS + nrows + (keep + 1) * (nrows - 1) if keep else PASS_ARGS + nrows, np.int64
+    )
     A = NONZERO_PASS
     a[A.src], a[A.src_n] = src.ctypes.data, src.size
     a[A.p], a[A.p_n] = p.ctypes.data, p.size
     a[A.out], a[A.out_n] = out.ctypes.data, out.size
     a[A.rows] = a.ctypes.data + 8 * PASS_ARGS
+    a[A.kept] = a[A.rows] + 8 * nrows if keep else 0
     return a
 
 
@@ -52,7 +57,7 @@ def _on_threads(bits, src, p, out, count):
     k = process.kernels()
     fw = write_pass(k, bits, p) if p[P.limit] > 0 else None
     nblocks = int(p[P.nblocks])
-    a = pass_args(src, p, out, nblocks + 1)
+    a = pass_args(src, p, out, nblocks + 1, int(p[P.keep]) if fw is not None else 0)
     rows = passes_on_threads(count_pass(k, bits[0], p), a, nblocks, lambda n: fw)
     count[p[P.count_pos]] = rows[nblocks]
     return True
@@ -65,7 +70,7 @@ def passes_on_threads(fc, a, nblocks, write):
     that ``write(count)`` gives (the address, or None for none; it may set the
     block's output first: argwhere allocates its result there).  Returns the rows:
     each block's first row, and the count last."""
-    rows = a[PASS_ARGS:]
+    rows = a[PASS_ARGS : PASS_ARGS + nblocks + 1]
     rows[0] = 0
 
     def job(on_threads):

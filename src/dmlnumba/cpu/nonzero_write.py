@@ -192,6 +192,30 @@ def dense_function(bits, out_bits, wclass):
     return c_function(sig, _dense_writer(wclass))
 
 
+@_inline
+def _kept(at, nblocks, keep, b, count, buf):
+    """``(positions, how many)`` that block ``b``'s count pass kept, where they are
+    all of its ``count`` non-zeros (:func:`~.nonzero_count._count_keeping`; ``at``:
+    the address of every block's number kept, then of their positions); else
+    ``(buf, -1)``."""
+    if carray(pointer(at, np.int64), nblocks)[b] != count:
+        return buf, -1
+    return carray(pointer(at + 8 * (nblocks + keep * b), np.int64), keep), count
+
+
+@_inline
+def _kept_run(kept, ki, nk, start, m, buf):
+    """The kept positions ``kept[ki:nk]`` of a run of ``m`` elements from ``start``
+    (both from the block's first element) into ``buf``, from the run's start:
+    ``(how many, the next one's index)``."""
+    c = 0
+    while ki < nk and kept[ki] < start + m:
+        buf[c] = kept[ki] - start
+        c += 1
+        ki += 1
+    return c, ki
+
+
 def _write_pass(item, out_item, kind):
     """The write pass (:mod:`.blocks`) from ``item`` inputs into ``out_item`` coordinates
     (unsigned NumPy types), inputs of layout ``kind``
@@ -209,7 +233,9 @@ def _write_pass(item, out_item, kind):
     :func:`_dense_writer`); a sparse one is compacted (its non-zeros' positions,
     found without branches) and written from the positions (:func:`_write_sparse`).
     A run after a dense one is counted first, which costs less than compacting and
-    is all a dense run needs; a run after a sparse one is compacted at once."""
+    is all a dense run needs; a run after a sparse one is compacted at once.  The runs
+    of a block whose count pass kept every position (``kept``,
+    :func:`~.nonzero_count._count_keeping`) take their positions from them instead."""
 
     contiguous, unit = kind == "contiguous", kind != "strided"
 
@@ -241,6 +267,12 @@ def _write_pass(item, out_item, kind):
         # after its last use, which a pointer is not).
         cp, shp, hp = data_pointer(coords), data_pointer(shape), data_pointer(head)
         unravel(lo, shape, ndim, coords)
+        # A block whose count pass kept every position (a C-contiguous input's): its
+        # runs take their positions from them (``ki``: the next), reading no element.
+        kept, nk = buf, -1  # (none kept: never read)
+        if contiguous and p[P.keep] > 0 and a[A.kept] != 0:
+            kept, nk = _kept(a[A.kept], p[P.nblocks], p[P.keep], b, rows[b + 1] - rows[b], buf)
+        ki = 0
         last = ndim - 1
         n_last = shape[last]
         pos = lo  # the element the odometer stands at
@@ -260,7 +292,7 @@ def _write_pass(item, out_item, kind):
             room = row_end - row
             e = 0  # a dense run's end: just past its last non-zero that gets a row
             c = -1  # its non-zeros, where known
-            if guess_dense and m >= DENSE_MIN:
+            if guess_dense and m >= DENSE_MIN and nk < 0:
                 # Likely dense: count first (a vectorized loop, faster than compacting)
                 # and, where the run is dense and fits, find its end.
                 if unit:
@@ -272,7 +304,10 @@ def _write_pass(item, out_item, kind):
                     while not is_nonzero(src[at + (e - 1) * st], mask):
                         e -= 1
             if e == 0 and c != 0:
-                if unit:
+                if nk >= 0:  # the run's kept positions, from its start
+                    c, ki = _kept_run(kept, ki, nk, k0 - lo, m, buf)
+                    c = min(c, room)
+                elif unit:
                     c = min(_compact_contiguous(src, at, m, mask, buf), room)
                 else:
                     c = min(_compact_strided(src, at, st, m, mask, buf), room)
