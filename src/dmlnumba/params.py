@@ -166,7 +166,7 @@ NONZERO_CPU = declare(
 )
 
 #: The CPU count pass of a C-contiguous input keeps the positions of a block's non-zeros
-#: (``cpu.nonzero_count._count_keeping``) while at most one in ``KEEP_OF`` of the
+#: (``cpu.nonzero_count._keep_positions``) while at most one in ``KEEP_OF`` of the
 #: elements read so far, and ``KEEP_SLACK`` more, is non-zero: the write pass then
 #: writes the block's rows from them, without reading the input again
 #: (docs/PERFORMANCE.md).

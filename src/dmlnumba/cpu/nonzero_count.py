@@ -115,13 +115,12 @@ def _compact_groups(src, up, n, mask, out, c):
 
 
 @_inline
-def _count_keeping(src, p, n, mask, kept):
-    """:func:`_count_contiguous` of ``src[p : p + n]`` that also keeps the positions
-    (from 0) of the non-zeros in ``kept``, 64 elements at a time (as a bit mask),
-    while the non-zeros so far are at most one in ``KEEP_OF`` of the elements read,
-    and ``KEEP_SLACK`` more; then counts the rest (a last group of fewer than 64
-    too).  Returns the count and how many were kept where they are all of them,
-    else -1 (the write pass then reads the block)."""
+def _keep_positions(src, p, n, mask, kept):
+    """The positions (from 0) of the non-zeros among ``src[p : p + n]`` kept in
+    ``kept``, 64 elements at a time (as a bit mask), while the non-zeros so far are
+    at most one in ``KEEP_OF`` of the elements read, and ``KEEP_SLACK`` more: returns
+    how many, and the elements read (the count pass counts the rest, a last group of
+    fewer than 64 too; where it finds one, not all were kept)."""
     up = np.uint64(p)
     one = np.uint64(1)
     c = 0
@@ -138,8 +137,7 @@ def _count_keeping(src, p, n, mask, kept):
             c += 1
             m &= m - one
         g += GROUP
-    rest = _count_contiguous(src, p + g, n - g, mask)
-    return c + rest, (c if rest == 0 else -1)
+    return c, g
 
 
 @_inline
@@ -191,7 +189,7 @@ def _count_pass(item, contiguous):
     :data:`~dmlnumba.params.NONZERO_CPU` block) over the flat input: elements ``first
     + [b*block, (b+1)*block)`` (clipped to ``first + n``) of the row-major order of
     its shape.  A C-contiguous input's block keeps its positions where the driver
-    gave room (``kept``, :func:`_count_keeping`)."""
+    gave room (``kept``, :func:`_keep_positions`)."""
 
     def count_pass(ap, b):
         a = carray(ap, ARGS)
@@ -205,13 +203,15 @@ def _count_pass(item, contiguous):
         hi += first
         if contiguous:
             keep = p[P.keep]
+            c = g = 0
             if keep > 0 and a[A.kept] != 0:  # (kept: nblocks counts, then the positions)
                 nb = p[P.nblocks]
                 kept = carray(pointer(a[A.kept] + 8 * (nb + keep * b), np.int64), keep)
-                c, held = _count_keeping(src, sb + lo, hi - lo, mask, kept)
-                carray(pointer(a[A.kept], np.int64), nb)[b] = held
-                return c
-            return _count_contiguous(src, sb + lo, hi - lo, mask)
+                c, g = _keep_positions(src, sb + lo, hi - lo, mask, kept)
+            rest = _count_contiguous(src, sb + lo + g, hi - lo - g, mask)
+            if keep > 0 and a[A.kept] != 0:  # how many kept, where they are all (else -1)
+                carray(pointer(a[A.kept], np.int64), p[P.nblocks])[b] = c if rest == 0 else -1
+            return c + rest
         ndim = p[P.ndim]
         shape = p[P.shape : P.shape + ndim]
         strides = p[P.strides : P.strides + ndim]

@@ -195,7 +195,7 @@ def dense_function(bits, out_bits, wclass):
 @_inline
 def _kept(at, nblocks, keep, b, count, buf):
     """``(positions, how many)`` that block ``b``'s count pass kept, where they are
-    all of its ``count`` non-zeros (:func:`~.nonzero_count._count_keeping`; ``at``:
+    all of its ``count`` non-zeros (:func:`~.nonzero_count._keep_positions`; ``at``:
     the address of every block's number kept, then of their positions); else
     ``(buf, -1)``."""
     if carray(pointer(at, np.int64), nblocks)[b] != count:
@@ -235,7 +235,7 @@ def _write_pass(item, out_item, kind):
     A run after a dense one is counted first, which costs less than compacting and
     is all a dense run needs; a run after a sparse one is compacted at once.  The runs
     of a block whose count pass kept every position (``kept``,
-    :func:`~.nonzero_count._count_keeping`) take their positions from them instead."""
+    :func:`~.nonzero_count._keep_positions`) take their positions from them instead."""
 
     contiguous, unit = kind == "contiguous", kind != "strided"
 
