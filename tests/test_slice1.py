@@ -758,3 +758,49 @@ def test_transposed_inputs_copied_in_tiles(dtype, chunk, monkeypatch):
         x = base.reshape(shape[::-1]).T
         got = dmlnumba.slice1(x, *dmlnumba.window(shape, idx))
         np.testing.assert_array_equal(got.view(np.uint8), x[idx].copy().view(np.uint8))
+
+
+def test_pool_state_files_follow_the_threads_and_not_a_fork(monkeypatch):
+    """The load check keeps its threads' state files open (cpu.threads._pool_stats):
+    a thread that starts later is listed (a Python one as Python's, not a pool's), one
+    that ends is dropped, and a forked child closes its parent's and lists its own."""
+    import os
+    import threading
+
+    from dmlnumba.cpu import threads
+
+    def listed():
+        with threads._stats_lock:
+            return set(threads._pool_stats())
+
+    listed()
+    done = threading.Event()
+    t = threading.Thread(target=done.wait)
+    t.start()
+    try:
+        now = listed()
+        assert str(t.native_id) not in now  # a Python thread: load, not a pool's
+        assert now <= set(os.listdir("/proc/self/task"))
+    finally:
+        done.set()
+        t.join()
+    assert listed() <= set(os.listdir("/proc/self/task"))
+    parent = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in threads._stats.values()}
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: none of the parent's files open, its own listed
+        ok = all(
+            not os.path.exists(f"/proc/self/fd/{fd}") or os.readlink(f"/proc/self/fd/{fd}") != p
+            for fd, p in parent.items()
+        )
+        ok = (
+            ok
+            and threads._pools_running(99) == 0
+            and listed() <= set(os.listdir("/proc/self/task"))
+        )
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"1"
+    os.waitpid(pid, 0)
+    os.close(r)

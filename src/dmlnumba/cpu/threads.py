@@ -35,6 +35,7 @@ def one_thread():
 def _mark_fork_child():
     global _fork_child
     _fork_child = True
+    _forget_stats()  # (the parent's threads' files)
 
 
 os.register_at_fork(after_in_child=_mark_fork_child)
@@ -180,6 +181,53 @@ def threads_free(threads):
     return min(seen, _held) if now < _busy_until else seen
 
 
+#: This process's threads that Python did not start, as last listed: each one's
+#: ``/proc/self/task/<tid>/stat``, kept open, by thread id, and how many threads the
+#: process had then (:func:`_pools_running`); emptied in a forked child.
+_stats: dict = {}
+_listed = -1
+#: ``/proc/self/stat``, kept open (its thread count); None until first asked.
+_self_stat: Any = None
+_stats_lock = threading.Lock()
+
+
+def _forget_stats():
+    """Close the kept files (:data:`_stats`, :data:`_self_stat`): a forked child's are
+    its parent's threads'."""
+    global _listed, _self_stat, _stats_lock
+    for fd in list(_stats.values()) + ([_self_stat] if _self_stat is not None else []):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _stats.clear()
+    _listed, _self_stat = -1, None
+    _stats_lock = threading.Lock()  # (another thread may have held it at the fork)
+
+
+def _pool_stats():
+    """:data:`_stats`, listed again where the process's thread count changed (a thread
+    started or ended)."""
+    global _listed, _self_stat
+    if _self_stat is None:
+        _self_stat = os.open("/proc/self/stat", os.O_RDONLY)
+    s = os.pread(_self_stat, 1024, 0)
+    count = int(s[s.rfind(b")") + 2 :].split()[17])  # (num_threads, the 20th field)
+    if count == _listed:
+        return _stats
+    tids = set(os.listdir("/proc/self/task"))
+    python = {str(t.native_id) for t in threading.enumerate()}
+    for tid in [t for t in _stats if t not in tids or t in python]:
+        os.close(_stats.pop(tid))
+    for tid in tids - python - set(_stats):
+        try:
+            _stats[tid] = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
+        except OSError:  # a thread that ended
+            pass
+    _listed = count
+    return _stats
+
+
 def _pools_running(enough):
     """This process's runnable threads that Python did not start (up to ``enough`` of
     them): the thread pools of numba and of the other libraries it runs (PyTorch's
@@ -187,31 +235,24 @@ def _pools_running(enough):
     work and then sleep, and which the next parallel region takes over or waits out.
     Counted as other load they would send a call to one thread after every call of
     theirs (numba's pool grows with ``set_num_threads``, after this process's first
-    region).  Python's threads (``threading``'s) that run are load."""
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return 0
-    python = {str(t.native_id) for t in threading.enumerate()}
-    python.add(str(threading.get_native_id()))  # (the caller: counted already)
+    region).  Python's threads (``threading``'s) that run are load.  Their state
+    files stay open (:func:`_pool_stats`): opening each one every call cost more."""
     n = 0
-    for tid in tids:
-        if tid in python:
-            continue
+    me = str(threading.get_native_id())  # (the caller: counted already)
+    with _stats_lock:
         try:
-            fd = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
-        except OSError:  # a thread that ended
-            continue
-        try:
-            s = os.pread(fd, 128, 0)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        i = s.rfind(b")")  # the state follows the name, which may hold anything
-        n += s[i + 2 : i + 3] == b"R"
-        if n >= enough:
-            break
+            fds = [fd for tid, fd in _pool_stats().items() if tid != me]
+        except (OSError, ValueError, IndexError):  # (not Linux's /proc)
+            return 0
+        for fd in fds:
+            try:
+                s = os.pread(fd, 128, 0)
+            except OSError:  # a thread that ended
+                continue
+            i = s.rfind(b")")  # the state follows the name, which may hold anything
+            n += s[i + 2 : i + 3] == b"R"
+            if n >= enough:
+                break
     return n
 
 
