@@ -2,6 +2,8 @@
 positions of a sparse block's non-zeros, and the write pass writes that block's rows
 from them without reading the input again (dmlnumba.params.kept_slots)."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,41 @@ def test_kept_positions_give_numpy_rows(parallel, limit, monkeypatch):
 def test_no_positions_kept_for_huge_blocks():
     assert kept_slots(1 << 24) > 0 and kept_slots((1 << 24) + 1) == 0
     assert kept_slots(1 << 16) > (1 << 16) // KEEP_OF
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_DISABLE_JIT") == "1", reason="a C function called by address"
+)
+def test_the_serial_blocks_driver_gives_room_for_kept_positions(monkeypatch):
+    """The blocks driver on the calling thread (a jitted driver of its own) gives the
+    count pass room too: a stand-in write pass, called with the driver's argument
+    block, reads each block's number kept (its rows come from no read of the input)."""
+    from numba import carray, cfunc, types
+
+    from dmlnumba.cpu import nonzero_launch, process
+    from dmlnumba.cpu.llvm import pointer
+    from dmlnumba.cpu.nonzero import _fresh_rows_block
+    from dmlnumba.cpu.nonzero_kernels import nonzero as blocks_driver
+    from dmlnumba.params import NONZERO_PASS, size
+
+    monkeypatch.setattr(config, "CPU_NONZERO_BLOCK", BLOCK)
+    A, args = NONZERO_PASS, size(NONZERO_PASS)
+
+    @cfunc(types.int64(types.CPointer(types.int64), types.int64))
+    def held(ap, b):  # out[b]: block b's number kept (-2: no room given)
+        a = carray(ap, args)
+        out = carray(pointer(a[A.out], np.int64), a[A.out_n])
+        n = a[A.out_n]
+        out[b] = carray(pointer(a[A.kept], np.int64), n)[b] if a[A.kept] != 0 else -2
+        return 0
+
+    x = _input(np.random.default_rng(2))
+    p = _fresh_rows_block(x, 0, (1,), 1, x.size)
+    nblocks = int(p[NONZERO_CPU.nblocks])
+    fc = nonzero_launch.count_pass(process.kernels(), 32, p)
+    out, count = np.full(nblocks, -3, np.int64), np.empty(1, np.uint32)
+    assert blocks_driver(fc, held.address, x.view(np.uint32), p, out, count)
+    assert count[0] == np.count_nonzero(x)
+    for b, expect in enumerate([True, True, False, False, False, True, True, True]):
+        mine = np.count_nonzero(x[b * BLOCK : (b + 1) * BLOCK])
+        assert out[b] == (mine if expect else -1), b
