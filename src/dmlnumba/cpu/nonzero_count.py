@@ -202,16 +202,15 @@ def _count_pass(item, contiguous):
         lo += first
         hi += first
         if contiguous:
-            # Room for kept positions (given only where ``keep`` > 0): each block's number
-            # kept, then ``keep`` slots a block.
-            at, nb, keep = a[A.kept], p[P.nblocks], p[P.keep]
+            keep = p[P.keep]
             c = g = 0
-            if at != 0:
-                kept = carray(pointer(at + 8 * (nb + keep * b), np.int64), keep)
+            if keep > 0 and a[A.kept] != 0:  # (kept: nblocks counts, then the positions)
+                nb = p[P.nblocks]
+                kept = carray(pointer(a[A.kept] + 8 * (nb + keep * b), np.int64), keep)
                 c, g = _keep_positions(src, sb + lo, hi - lo, mask, kept)
             rest = _count_contiguous(src, sb + lo + g, hi - lo - g, mask)
-            if at != 0:  # how many kept, where they are all of them (else -1)
-                carray(pointer(at, np.int64), nb)[b] = c if rest == 0 else -1
+            if keep > 0 and a[A.kept] != 0:  # how many kept, where they are all (else -1)
+                carray(pointer(a[A.kept], np.int64), p[P.nblocks])[b] = c if rest == 0 else -1
             return c + rest
         ndim = p[P.ndim]
         shape = p[P.shape : P.shape + ndim]

@@ -270,7 +270,7 @@ def _write_pass(item, out_item, kind):
         # A block whose count pass kept every position (a C-contiguous input's): its
         # runs take their positions from them (``ki``: the next), reading no element.
         kept, nk = buf, -1  # (none kept: never read)
-        if contiguous and a[A.kept] != 0:  # (room given only where ``keep`` > 0)
+        if contiguous and p[P.keep] > 0 and a[A.kept] != 0:
             kept, nk = _kept(a[A.kept], p[P.nblocks], p[P.keep], b, rows[b + 1] - rows[b], buf)
         ki = 0
         last = ndim - 1
