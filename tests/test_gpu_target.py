@@ -161,11 +161,8 @@ def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):
             inside[0] -= 1
         return result
 
-    k = types.SimpleNamespace(
-        library=types.SimpleNamespace(
-            get_cufunc=lambda: slow(types.SimpleNamespace(kernel="handle"))
-        )
-    )
+    k = types.SimpleNamespace()
+    monkeypatch.setattr(launch, "function_handle", lambda kern: slow("handle"))
     monkeypatch.setattr(launch, "_kernels", Bounded())
     monkeypatch.setattr(launch, "_functions", Bounded())
     monkeypatch.setattr(launch, "_compile", lambda *a: slow(k))

@@ -3,7 +3,8 @@ versions it is tested against (``tests/test_import.py`` checks the installed one
 
 - numba-cuda (``>=0.30.4,<0.31``, pinned in ``pyproject.toml``):
   - :func:`function_handle`: a compiled kernel's CUDA function handle, which no
-    public API gives (``kernel.library.get_cufunc().kernel``);
+    public API gives (``kernel.library.get_cufunc().kernel.handle``, a ``CUkernel``,
+    whose function in the current context the driver gives);
   - :func:`array_arg`: the launch arguments of a 1-d array parameter (numba's
     array ABI);
   - :func:`numba_pointer`: a numba device array's address as an int
@@ -35,8 +36,18 @@ from .layout import c_strides
 
 
 def function_handle(kernel):
-    """The CUDA function handle of a compiled numba-cuda kernel (one overload)."""
-    return kernel.library.get_cufunc().kernel
+    """The ``CUfunction`` of a compiled numba-cuda kernel (one overload) in the current
+    context.  numba-cuda's handle is a ``CUkernel``, which ``cuLaunchKernel`` takes too
+    but resolves to the context's function on every launch, a part of a small call's
+    host time (docs/PERFORMANCE.md)."""
+    from cuda.bindings import driver
+
+    err, f = driver.cuKernelGetFunction(
+        driver.CUkernel(int(kernel.library.get_cufunc().kernel.handle))
+    )
+    if err:
+        raise RuntimeError(f"dmlnumba: cuKernelGetFunction failed: {err!r}")
+    return f
 
 
 def array_arg(ptr, n, itemsize):

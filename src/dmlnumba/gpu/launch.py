@@ -135,12 +135,13 @@ def launcher(k, grid, block, stream, ctx=0, params=()):
 class _Launch:
     """``cuLaunchKernel`` of one kernel, geometry and stream, with its parameter
     block bound: the kernel's arguments (every one 8 bytes: int64 parameters,
-    pointers, numba's array ABI fields) live in one ctypes buffer whose first
-    ``len(params)`` words are written once; a call writes the rest and launches.
-    Not ``cuda.core.launch``, which converts the 40-odd parameters anew every call,
-    a large share of a small call's host time.  The driver copies the arguments
-    before it returns, so a lock per launcher (per stream) keeps two threads from
-    writing one buffer between the write and the launch."""
+    pointers, numba's array ABI fields) live packed in one ctypes buffer, passed as
+    the launch's ``extra`` argument buffer, whose first ``len(params)`` words are
+    written once; a call writes the rest and launches.  Not ``cuda.core.launch``,
+    which converts the 40-odd parameters anew every call, a large share of a small
+    call's host time.  The driver copies the arguments before it returns, so a lock
+    per launcher (per stream) keeps two threads from writing one buffer between the
+    write and the launch."""
 
     __slots__ = (
         "_go",
@@ -152,16 +153,17 @@ class _Launch:
         "_stream",
         "_n",
         "_words",
-        "_ptrs",
+        "_size",
+        "_extra",
         "_addr",
         "_lock",
     )
 
-    def __init__(self, kernel, grid, block, stream, params):
+    def __init__(self, func, grid, block, stream, params):
         from cuda.bindings import driver
 
         self._go = driver.cuLaunchKernel
-        self._f = driver.CUfunction(int(kernel.handle))  # a CUkernel serves as one
+        self._f = func
         self._stream = driver.CUstream(stream)
         self._grid = grid
         self._bx, self._by, self._bz = block
@@ -172,11 +174,14 @@ class _Launch:
 
     def _buffer(self, nargs):
         n = self._n + nargs
-        words = (ctypes.c_int64 * n)(*self._words)
-        base = ctypes.addressof(words)
-        ptrs = (ctypes.c_void_p * n)(*range(base, base + 8 * n, 8))
-        self._words, self._ptrs = words, ptrs
-        self._addr = ctypes.addressof(ptrs)
+        self._words = (ctypes.c_int64 * n)(*self._words)
+        self._size = ctypes.c_size_t(8 * n)
+        # CU_LAUNCH_PARAM_BUFFER_POINTER, the buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, its
+        # size's address, CU_LAUNCH_PARAM_END
+        self._extra = (ctypes.c_void_p * 5)(
+            1, ctypes.addressof(self._words), 2, ctypes.addressof(self._size), 0
+        )
+        self._addr = ctypes.addressof(self._extra)
 
     def __call__(self, *args):
         with self._lock:
@@ -193,8 +198,8 @@ class _Launch:
                 self._bz,
                 0,
                 self._stream,
-                self._addr,
                 0,
+                self._addr,
             )
         if err:
             raise RuntimeError(f"dmlnumba: cuLaunchKernel failed: {err!r}")
@@ -209,7 +214,7 @@ def resident_blocks(k, ctx, threads):
     if n is None:
         from cuda.bindings import driver
 
-        f = driver.CUfunction(int(function(k, ctx).handle))
+        f = function(k, ctx)
         err, per_sm = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, threads, 0)
         check(err, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
         err, dev = driver.cuCtxGetDevice()
@@ -222,8 +227,8 @@ def resident_blocks(k, ctx, threads):
 
 
 def function(k, ctx):
-    """The function handle of kernel ``k`` in context ``ctx``, its module loaded once
-    (under ``_first_use``)."""
+    """The function handle of kernel ``k`` in context ``ctx`` (current), its module
+    loaded once (under ``_first_use``)."""
     f = _functions.get((id(k), ctx))
     if f is None:
         with _first_use:
