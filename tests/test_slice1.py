@@ -731,7 +731,11 @@ def test_pool_threads_are_not_load_and_python_threads_are(monkeypatch):
             done.set()
             t.join()
         assert max(every) >= 1  # the work ran
-        assert (max(pools) >= 1) is counted, (work.__name__, max(pools))
+        # The share of samples that found a pool thread running: about half while
+        # numba's pool works (2-core VM), none while Python sorts, but for the
+        # rare sample that catches another library's thread (a CUDA driver's).
+        share = sum(n >= 1 for n in pools) / len(pools)
+        assert share >= 0.2 if counted else share <= 0.05, (work.__name__, share)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
