@@ -1,6 +1,7 @@
 """Where a small CUDA nonzero call's host time goes, on a GPU: the whole call, the key
 lookup, the kept runner, and the pieces the runner is made of (two PyTorch allocations,
-a pool allocation and free, a host-to-device copy, the context and stream queries), each
+a pool allocation and free, a host-to-device copy, the context and stream queries, the
+runner's kernel launch, and a launch of an empty kernel: the driver's floor), each
 timed alone (``timeit``, best of 5 runs of 2000 calls, a sync after each run), beside
 ``torch.nonzero_static``; a (10, 10, 10) float32 input at 50%, a PyTorch tensor and the
 same data as a NumPy array with ``device="cuda"``.
@@ -13,9 +14,11 @@ import timeit
 import numpy as np
 import torch
 from cuda.bindings import driver
+from numba import cuda
 
 import dmlnumba
 from dmlnumba import keys
+from dmlnumba._internals import array_arg, function_handle
 from dmlnumba.gpu import memory
 from dmlnumba.gpu.streams import core_stream
 
@@ -29,6 +32,23 @@ f = "nonzero_coordinates"
 _, run = keys.nonzero(f, x, None, np.uint32, None, None, None)
 _, run_host = keys.nonzero(f, h, None, np.uint32, None, "cuda", None)
 pool, stream = memory.pool(0), core_stream(0)
+# The runner's launch: its plan's launcher and the addresses of one call.
+cells = dict(zip(run.__code__.co_freevars, (c.cell_contents for c in run.__closure__)))
+plan, handle = cells["go"].__self__, cells["handle"]
+launcher = plan.launcher(None, handle(), memory.current_context())
+count, coords = run(x)
+launch_args = (x.data_ptr() + plan.slo, plan.mask, *array_arg(0, 0, 8))
+launch_args += (coords.data_ptr() + plan.olo, count.data_ptr() + plan.clo, 1)
+
+
+@cuda.jit("void()")
+def empty():
+    pass
+
+
+empty[1, 32]()
+empty_f = function_handle(next(iter(empty.overloads.values())))
+raw_stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
 
 
 def alloc_free():
@@ -57,6 +77,11 @@ PARTS = [
     ("cuCtxGetCurrent", lambda: int(driver.cuCtxGetCurrent()[1])),
     ("raw stream query", lambda: raw(0)),
     ("data_ptr", lambda: x.data_ptr()),
+    ("the runner's launch", lambda: launcher(*launch_args)),
+    (
+        "empty kernel launch",
+        lambda: driver.cuLaunchKernel(empty_f, 1, 1, 1, 32, 1, 1, 0, raw_stream, 0, 0),
+    ),
     ("torch.nonzero_static", lambda: torch.nonzero_static(x, size=1000)),
 ]
 for name, fn in PARTS:
