@@ -128,12 +128,18 @@ def _on_threads(k, want, job):
 #: ``/proc/loadavg``, kept open (:func:`threads_free`); None until first asked, False
 #: where it cannot be read (not Linux).
 _loadavg: Any = None
-#: Seconds that calls stay on fewer threads after other runnable threads were seen
-#: twice within as many seconds.
+#: Seconds that calls stay on fewer threads once other runnable threads were seen by
+#: ``BUSY_CHECKS`` checks in a row over ``BUSY_SPAN_S`` or more (each within
+#: ``BUSY_HOLD_S`` of the last).
 BUSY_HOLD_S = 1.0
+BUSY_CHECKS = 3
+BUSY_SPAN_S = 0.01
 _busy_until = -1.0
-#: ``time.monotonic()`` when other runnable threads were last seen.
+#: ``time.monotonic()`` when other runnable threads were last seen (-1e9: a check
+#: since saw none), when the run of checks that saw them began, and how many.
 _last_busy = -1e9
+_busy_since = -1e9
+_busy_run = 0
 #: The fewest threads with a core seen since ``_busy_until - BUSY_HOLD_S``.
 _held = 1
 #: The machine's cores, asked once (``os.cpu_count()`` is not free).
@@ -144,14 +150,15 @@ def threads_free(threads):
     """How many of ``threads`` threads have a core of their own: the machine's cores
     less the other runnable threads (Linux's count of every runnable thread,
     ``/proc/loadavg``, less the caller and this process's own thread pools,
-    :func:`_pools_running`); the fewest seen in the last ``BUSY_HOLD_S``, once a
-    second busy count followed the first within it (the other processes of a busy
-    machine sleep now and then: a count taken at such a moment would overcommit the
-    cores).  A parallel region waits for its slowest thread, and on a busy machine
-    one of them waits for a core: parallel calls then take several times their
-    serial time (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).  ``threads`` where the
-    count cannot be read.  Asked only before a call large enough for the threads."""
-    global _loadavg, _busy_until, _held, _last_busy
+    :func:`_pools_running`, counted again after theirs); the count that started a
+    hold, or a lower one, for ``BUSY_HOLD_S`` after a run of busy counts (the other
+    processes of a busy machine sleep now and then: a count taken at such a moment
+    would overcommit the cores).  A parallel region waits for its slowest thread,
+    and on a busy machine one of them waits for a core: parallel calls then take
+    several times their serial time (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).
+    ``threads`` where the count cannot be read.  Asked only before a call large
+    enough for the threads."""
+    global _loadavg, _busy_until, _held, _last_busy, _busy_since, _busy_run
     if _loadavg is None:
         try:
             _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
@@ -160,25 +167,40 @@ def threads_free(threads):
     if _loadavg is False:
         return threads
     try:
-        running = int(os.pread(_loadavg, 128, 0).split()[3].split(b"/")[0])
+        others = _running() - 1  # (the caller)
+        if others > _CORES - threads:  # (the threads' states cost more: asked only here)
+            pools = _pools_running(others - (_CORES - threads))
+            # Counted again after the states: a thread runnable for a moment only (a
+            # pool's that stopped spinning between the two reads) is not load.
+            others = min(others, _running() - 1) - pools
     except (OSError, ValueError, IndexError):
         return threads
-    others = running - 1  # (the caller)
-    if others > _CORES - threads:  # (the threads' states cost more: asked only here)
-        others -= _pools_running(others - (_CORES - threads))
     now = time.monotonic()
     seen = min(threads, max(1, _CORES - others))
-    # A hold starts where a second busy count follows one within BUSY_HOLD_S (a
-    # single one is often a moment's work of a system process), and is renewed by
-    # what is seen, not by the held count: calls made while it holds would
-    # otherwise renew it for as long as they follow each other.
+    # A hold starts, or is renewed, where a run of checks saw others: an idle
+    # machine's system tasks (some woken by this process's own calls: a freed
+    # buffer's pages) run for a moment, at one check in 15 between back-to-back
+    # calls on the 2-core VM, and calls that caught two such moments within a
+    # second were held on one thread.  Renewed by what is seen, not by the held
+    # count: calls made while it holds would otherwise renew it for as long as
+    # they follow each other.
     if seen < threads:
-        if now - _last_busy < BUSY_HOLD_S:
+        if now - _last_busy > BUSY_HOLD_S:  # (an idle check since, or none for long)
+            _busy_since, _busy_run = now, 0
+        _busy_run += 1
+        if _busy_run >= BUSY_CHECKS and now - _busy_since >= BUSY_SPAN_S:
             if now >= _busy_until or seen < _held:
                 _held = seen
             _busy_until = now + BUSY_HOLD_S
         _last_busy = now
+    else:
+        _last_busy = -1e9
     return min(seen, _held) if now < _busy_until else seen
+
+
+def _running():
+    """Linux's count of runnable threads, every process's (``/proc/loadavg``)."""
+    return int(os.pread(_loadavg, 128, 0).split()[3].split(b"/")[0])
 
 
 #: This process's threads that Python did not start, as last listed: each one's
