@@ -608,6 +608,8 @@ def _fake_loadavg(monkeypatch, cores, now):
     monkeypatch.setattr(threads, "_busy_until", -1.0)
     monkeypatch.setattr(threads, "_last_busy", -1e9)
     monkeypatch.setattr(threads, "_busy_since", -1e9)
+    monkeypatch.setattr(threads, "IDLE_KEEP_S", 0.0)  # (every call counts: its own test)
+    monkeypatch.setattr(threads, "_idle_until", -1.0)
     monkeypatch.setattr(threads, "_pools_running", lambda enough: 0)
     monkeypatch.setattr(threads, "_loadavg", 0)  # (not None, not False: counts are read)
     reads = []
@@ -685,6 +687,33 @@ def test_the_load_check_holds_only_what_a_run_of_checks_sees(monkeypatch):
     assert free(40) == 1 and free(1) == 16 - checks  # more others for a moment: one call
     now[0] += threads.BUSY_HOLD_S
     assert free(1) == 16  # let go
+
+
+def test_an_idle_count_answers_for_the_calls_that_follow_it(monkeypatch):
+    """A count that found every thread a core answers for IDLE_KEEP_S, for as many
+    threads or fewer (the pool's spinning threads' states cost a count on many cores
+    more than a small parallel call); a busy count is never kept."""
+    from dmlnumba.cpu import threads
+
+    now = [100.0]
+    free = _fake_loadavg(monkeypatch, 16, now)
+    keep = 0.01
+    monkeypatch.setattr(threads, "IDLE_KEEP_S", keep)
+    asked = []
+    monkeypatch.setattr(threads, "_running", lambda: asked.append(1) or reads[0])
+    reads = [1]
+    assert free(1) == 16 and len(asked) == 1
+    reads[0] = 40  # others start: not seen until the idle count is IDLE_KEEP_S old
+    now[0] += keep / 2
+    assert free(1) == 16 and free(1, n=8) == 8 and len(asked) == 1
+    # More threads than it answered for: counted (a busy count reads twice).
+    assert free(1, n=32) == 1 and len(asked) == 3
+    assert free(1) == 1 and len(asked) == 5  # a busy count is not kept
+    reads[0] = 1
+    now[0] += keep
+    assert free(1) == 16 and len(asked) == 6
+    now[0] += keep
+    assert free(1) == 16 and len(asked) == 7
 
 
 def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch):

@@ -142,6 +142,14 @@ _busy_since = -1e9
 _busy_run = 0
 #: The fewest threads with a core seen since ``_busy_until - BUSY_HOLD_S``.
 _held = 1
+#: Seconds that a count that found every thread a core answers for the calls that
+#: follow (of as many threads or fewer) without another: after a parallel region a
+#: count reads the state of each of the pool's threads, which spin a moment, and
+#: back-to-back calls of a few milliseconds paid that each time (docs/PERFORMANCE.md,
+#: ``CPU_LOAD_CHECK``).  A busy count is not kept: the next call counts again.
+IDLE_KEEP_S = 0.01
+_idle_until = -1.0
+_idle_threads = 0
 #: The machine's cores, asked once (``os.cpu_count()`` is not free).
 _CORES = os.cpu_count() or 1
 
@@ -156,9 +164,14 @@ def threads_free(threads):
     would overcommit the cores).  A parallel region waits for its slowest thread,
     and on a busy machine one of them waits for a core: parallel calls then take
     several times their serial time (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).
-    ``threads`` where the count cannot be read.  Asked only before a call large
-    enough for the threads."""
+    ``threads`` where the count cannot be read, or where one that found them all a
+    core is less than ``IDLE_KEEP_S`` old.  Asked only before a call large enough
+    for the threads."""
     global _loadavg, _busy_until, _held, _last_busy, _busy_since, _busy_run
+    global _idle_until, _idle_threads
+    now = time.monotonic()
+    if now < _idle_until and threads <= _idle_threads:
+        return threads
     if _loadavg is None:
         try:
             _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
@@ -175,7 +188,6 @@ def threads_free(threads):
             others = min(others, _running() - 1) - pools
     except (OSError, ValueError, IndexError):
         return threads
-    now = time.monotonic()
     seen = min(threads, max(1, _CORES - others))
     # A hold starts, or is renewed, where a run of checks saw others: an idle
     # machine's system tasks (some woken by this process's own calls: a freed
@@ -195,7 +207,12 @@ def threads_free(threads):
         _last_busy = now
     else:
         _last_busy = -1e9
-    return min(seen, _held) if now < _busy_until else seen
+    free = min(seen, _held) if now < _busy_until else seen
+    if free == threads:
+        _idle_until, _idle_threads = now + IDLE_KEEP_S, threads
+    else:  # (newer than the idle count a call of fewer threads would take)
+        _idle_until = -1.0
+    return free
 
 
 def _running():
