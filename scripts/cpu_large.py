@@ -6,8 +6,11 @@ installed).  ``--busy N`` starts N processes that spin (``while True: pass``) fo
 the timed rounds.  Contenders of an operator run interleaved (:func:`harness.compare`);
 each line prints median (min-max) and each peer's time over dmlnumba's, and how many
 calls the load check sent to numba's threads (``threads_free`` answers).
+``--back-to-back``: nonzero at 1% of 2**22, 2**24 and 2**26 elements, 30 calls back to
+back a round, with the load check on against off (its cost on an idle machine).
 
     python3 scripts/cpu_large.py [--busy N] [--only slice|nonzero] [--density 0.01 ...]
+    python3 scripts/cpu_large.py --back-to-back [--busy N]
 """
 
 import argparse
@@ -27,6 +30,7 @@ ap.add_argument("--busy", type=int, default=0)
 ap.add_argument("--only", choices=["slice", "nonzero"])
 ap.add_argument("--density", type=float, nargs="*", default=[0.01, 0.5, 0.99])
 ap.add_argument("--rounds", type=int, default=15)
+ap.add_argument("--back-to-back", action="store_true")
 a = ap.parse_args()
 
 answers: collections.Counter = collections.Counter()
@@ -80,12 +84,35 @@ def nonzero_case(d):
     return {"dmlnumba": lambda: dmlnumba.nonzero_coordinates(x), **peers_of_nonzero(x)}
 
 
+def back_to_back_case(n):
+    """nonzero of ``n`` float32 at 1%, 30 calls back to back a round, with the load
+    check on and off (set before each loop: the harness's ``setup``)."""
+    from dmlnumba import config
+
+    x = (np.random.default_rng(0).random(n, dtype=np.float32) < 0.01).astype(np.float32)
+    fns = {}
+    for name, on in (("check on", 1), ("check off", 0)):
+
+        def call(x=x):
+            dmlnumba.nonzero_coordinates(x)
+
+        call.setup = lambda on=on: setattr(config, "CPU_LOAD_CHECK", on)
+        call.call = call
+        fns[name] = call
+    return fns
+
+
 # Each case made just before it runs: another case's peers (ONNX Runtime's and
 # PyTorch's thread pools) start no threads before it.
 cases = []
-if a.only != "nonzero":
+if a.back_to_back:
+    for k in (22, 24, 26):
+        cases.append(
+            (f"nonzero 2**{k} float32 at 0.01, back to back", lambda k=k: back_to_back_case(1 << k))
+        )
+elif a.only != "nonzero":
     cases.append(("slice1 16M float32 [::-1]", slice_case))
-if a.only != "slice":
+if a.only != "slice" and not a.back_to_back:
     for d in a.density:
         cases.append((f"nonzero 64x1024x1024 float32 at {d:g}", lambda d=d: nonzero_case(d)))
 
@@ -96,11 +123,11 @@ try:
     for name, make in cases:
         fns = make()
         answers.clear()
-        st = harness.compare(fns, a.rounds)
-        ours = st["dmlnumba"].median
+        st = harness.compare(fns, a.rounds, calls=30 if a.back_to_back else None)
+        ours = st["check on" if a.back_to_back else "dmlnumba"].median
         print(name)
         for k, s in st.items():
-            ratio = "" if k == "dmlnumba" else f"  {s.median / ours:.2f}x dmlnumba's time"
+            ratio = "" if s.median == ours else f"  {s.median / ours:.2f}x the first's time"
             print(f"  {k:16s} {s.fmt()}{ratio}")
         print(f"  threads_free answers: {dict(answers)}")
 finally:

@@ -606,8 +606,8 @@ def _fake_loadavg(monkeypatch, cores, now):
     monkeypatch.setattr(threads.time, "monotonic", lambda: now[0])
     monkeypatch.setattr(threads, "_CORES", cores)
     monkeypatch.setattr(threads, "_busy_until", -1.0)
-    monkeypatch.setattr(threads, "_last_busy", -1e9)
-    monkeypatch.setattr(threads, "_busy_since", -1e9)
+    monkeypatch.setattr(threads, "_busy_score", 0)
+    monkeypatch.setattr(threads, "_last_count", -1e9)
     monkeypatch.setattr(threads, "IDLE_KEEP_S", 0.0)  # (every call counts: its own test)
     monkeypatch.setattr(threads, "_idle_until", -1.0)
     monkeypatch.setattr(threads, "_pools_running", lambda enough: 0)
@@ -652,41 +652,47 @@ def test_threads_free_counts_the_other_runnable_threads(monkeypatch, tmp_path):
     assert threads.threads_free(8) == 8  # not Linux: no count, no check
 
 
-def test_the_load_check_holds_only_what_a_run_of_checks_sees(monkeypatch):
+def test_the_load_check_holds_where_most_counts_are_busy(monkeypatch):
     """A hold (the count that started it, or a lower one, for BUSY_HOLD_S) starts
-    where BUSY_CHECKS checks in a row, over BUSY_SPAN_S or more, saw other runnable
-    threads.  An idle machine's system tasks run for a moment (one check in 15
-    between back-to-back calls on the 2-core VM), and calls that caught two such
-    moments within a second were held on one thread (2**24 at 1% on that VM: 8.5
-    against 4.5 ms)."""
+    where the busy score (+1 a busy count, -2 an idle one, at most BUSY_CHECKS)
+    reaches BUSY_CHECKS.  An idle machine's system tasks run for a moment (one count
+    in 15 to 30 between back-to-back calls on the 2-core VM, now and then several
+    in a row), and calls that caught two such moments within a second were held on
+    one thread (2**24 at 1% on that VM: 8.5 against 4.5 ms)."""
     from dmlnumba.cpu import threads
 
     now = [100.0]
     free = _fake_loadavg(monkeypatch, 16, now)
-    span, checks = threads.BUSY_SPAN_S, threads.BUSY_CHECKS
-    assert checks >= 2
-    # Moments of others' work between idle checks, a millisecond apart: never held.
-    seen = []
-    for i in range(40):
-        now[0] += 0.001
-        seen.append(free(2 if i % 3 == 0 else 1))
-    assert seen == [15 if i % 3 == 0 else 16 for i in range(40)]
+    checks = threads.BUSY_CHECKS
+    assert checks >= 4
 
-    def run(n, step):
-        """``n`` busy checks (others: 2, 3, ...), ``step`` seconds apart; the last
-        count, then an idle check's."""
-        for i in range(n):
-            now[0] += step
-            last = free(2 + i)
-        return last, free(1)
+    def counts(pattern):
+        """The answers to counts a millisecond apart, busy (15 others) at a 1."""
+        out = []
+        for busy in pattern:
+            now[0] += 0.001
+            out.append(free(16 if busy else 1))
+        return out
 
-    assert run(checks, span / checks / 2) == (16 - checks, 16)  # too short a run
-    assert run(checks - 1, span) == (17 - checks, 16)  # too few checks
-    assert run(checks, span) == (16 - checks, 16 - checks)  # held at the last count
-    now[0] += 0.001
-    assert free(40) == 1 and free(1) == 16 - checks  # more others for a moment: one call
+    # Moments of others' work, single or several in a row, between idle counts.
+    assert counts([1, 0] * 20) == [1, 16] * 20
+    assert counts(([1] * (checks - 1) + [0] * 4) * 5) == ([1] * (checks - 1) + [16] * 4) * 5
+    # Others at two counts in three, over and over: never held.
+    assert counts([1, 1, 0] * 30) == [1, 1, 16] * 30
+    # Others at three counts in four (a busy machine's processes sleep now and then):
+    # held, its idle counts answered with the held count.
+    got = counts([1, 1, 1, 0] * checks)
+    assert got[3] == 16 and got[-1] == 1
+    assert counts([0, 0]) == [1, 1]  # the others asleep for a moment: still held
     now[0] += threads.BUSY_HOLD_S
-    assert free(1) == 16  # let go
+    assert counts([0]) == [16]  # let go
+    # A long busy stretch leaves no credit: its score is at most BUSY_CHECKS.
+    counts([1] * 10 * checks)
+    idle = []
+    for _ in range(11):  # idle counts a tenth of the hold apart, past its end
+        now[0] += threads.BUSY_HOLD_S / 10
+        idle.append(free(1))
+    assert idle[-1] == 16 and counts([1, 0]) == [1, 16]
 
 
 def test_an_idle_count_answers_for_the_calls_that_follow_it(monkeypatch):
@@ -724,7 +730,7 @@ def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch):
     now = [100.0]
     free = _fake_loadavg(monkeypatch, 2, now)
     for _ in range(threads.BUSY_CHECKS):  # another process runs: held for BUSY_HOLD_S
-        now[0] += threads.BUSY_SPAN_S
+        now[0] += 0.01
         assert free(2) == 1
     seen = []
     for _ in range(8):

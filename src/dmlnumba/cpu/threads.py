@@ -128,18 +128,16 @@ def _on_threads(k, want, job):
 #: ``/proc/loadavg``, kept open (:func:`threads_free`); None until first asked, False
 #: where it cannot be read (not Linux).
 _loadavg: Any = None
-#: Seconds that calls stay on fewer threads once other runnable threads were seen by
-#: ``BUSY_CHECKS`` checks in a row over ``BUSY_SPAN_S`` or more (each within
-#: ``BUSY_HOLD_S`` of the last).
+#: Seconds that calls stay on fewer threads once the busy score is ``BUSY_CHECKS``
+#: (its most): a count that saw other runnable threads adds 1 to it, one that saw
+#: none takes 2 off, and a count more than ``BUSY_HOLD_S`` after the last starts it
+#: anew.
 BUSY_HOLD_S = 1.0
-BUSY_CHECKS = 3
-BUSY_SPAN_S = 0.01
+BUSY_CHECKS = 8
 _busy_until = -1.0
-#: ``time.monotonic()`` when other runnable threads were last seen (-1e9: a check
-#: since saw none), when the run of checks that saw them began, and how many.
-_last_busy = -1e9
-_busy_since = -1e9
-_busy_run = 0
+_busy_score = 0
+#: ``time.monotonic()`` of the last count.
+_last_count = -1e9
 #: The fewest threads with a core seen since ``_busy_until - BUSY_HOLD_S``.
 _held = 1
 #: Seconds that a count that found every thread a core answers for the calls that
@@ -159,15 +157,16 @@ def threads_free(threads):
     less the other runnable threads (Linux's count of every runnable thread,
     ``/proc/loadavg``, less the caller and this process's own thread pools,
     :func:`_pools_running`, counted again after theirs); the count that started a
-    hold, or a lower one, for ``BUSY_HOLD_S`` after a run of busy counts (the other
-    processes of a busy machine sleep now and then: a count taken at such a moment
-    would overcommit the cores).  A parallel region waits for its slowest thread,
-    and on a busy machine one of them waits for a core: parallel calls then take
-    several times their serial time (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).
+    hold, or a lower one, for ``BUSY_HOLD_S`` once most counts for a while were
+    busy (``BUSY_CHECKS``; the other processes of a busy machine sleep now and then:
+    a count taken at such a moment would overcommit the cores).  A parallel region
+    waits for its slowest thread, and on a busy machine one of them waits for a
+    core: parallel calls then take several times their serial time
+    (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).
     ``threads`` where the count cannot be read, or where one that found them all a
     core is less than ``IDLE_KEEP_S`` old.  Asked only before a call large enough
     for the threads."""
-    global _loadavg, _busy_until, _held, _last_busy, _busy_since, _busy_run
+    global _loadavg, _busy_until, _held, _busy_score, _last_count
     global _idle_until, _idle_threads
     now = time.monotonic()
     if now < _idle_until and threads <= _idle_threads:
@@ -189,24 +188,24 @@ def threads_free(threads):
     except (OSError, ValueError, IndexError):
         return threads
     seen = min(threads, max(1, _CORES - others))
-    # A hold starts, or is renewed, where a run of checks saw others: an idle
-    # machine's system tasks (some woken by this process's own calls: a freed
-    # buffer's pages) run for a moment, at one check in 15 between back-to-back
-    # calls on the 2-core VM, and calls that caught two such moments within a
-    # second were held on one thread.  Renewed by what is seen, not by the held
-    # count: calls made while it holds would otherwise renew it for as long as
-    # they follow each other.
+    # A hold starts, or is renewed, where most counts for a while saw others: an
+    # idle machine's system tasks (some woken by this process's own calls: a freed
+    # buffer's pages) run for a moment, at one count in 15 to 30 between
+    # back-to-back calls on the 2-core VM, now and then several in a row, and
+    # calls that caught two such moments within a second were held on one thread.
+    # Renewed by what is seen, not by the held count: calls made while it holds
+    # would otherwise renew it for as long as they follow each other.
+    if now - _last_count > BUSY_HOLD_S:
+        _busy_score = 0
+    _last_count = now
     if seen < threads:
-        if now - _last_busy > BUSY_HOLD_S:  # (an idle check since, or none for long)
-            _busy_since, _busy_run = now, 0
-        _busy_run += 1
-        if _busy_run >= BUSY_CHECKS and now - _busy_since >= BUSY_SPAN_S:
+        _busy_score = min(BUSY_CHECKS, _busy_score + 1)
+        if _busy_score == BUSY_CHECKS:
             if now >= _busy_until or seen < _held:
                 _held = seen
             _busy_until = now + BUSY_HOLD_S
-        _last_busy = now
     else:
-        _last_busy = -1e9
+        _busy_score = max(0, _busy_score - 2)
     free = min(seen, _held) if now < _busy_until else seen
     if free == threads:
         _idle_until, _idle_threads = now + IDLE_KEEP_S, threads
