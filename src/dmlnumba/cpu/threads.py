@@ -142,8 +142,8 @@ _last_count = -1e9
 _held = 1
 #: Seconds that a count that found every thread a core answers for the calls that
 #: follow (of as many threads or fewer) without another: after a parallel region a
-#: count reads the state of each of the pool's threads, which spin a moment, and
-#: back-to-back calls of a few milliseconds paid that each time (docs/PERFORMANCE.md,
+#: count reads the state of each of the pool's threads, which spin a moment, and on
+#: many cores that costs more than a small parallel call (docs/PERFORMANCE.md,
 #: ``CPU_LOAD_CHECK``).  A busy count is not kept: the next call counts again.
 IDLE_KEEP_S = 0.01
 _idle_until = -1.0
@@ -188,13 +188,12 @@ def threads_free(threads):
     except (OSError, ValueError, IndexError):
         return threads
     seen = min(threads, max(1, _CORES - others))
-    # A hold starts, or is renewed, where most counts for a while saw others: an
-    # idle machine's system tasks (some woken by this process's own calls: a freed
-    # buffer's pages) run for a moment, at one count in 15 to 30 between
-    # back-to-back calls on the 2-core VM, now and then several in a row, and
-    # calls that caught two such moments within a second were held on one thread.
-    # Renewed by what is seen, not by the held count: calls made while it holds
-    # would otherwise renew it for as long as they follow each other.
+    # A hold starts, or is renewed, where most counts for a while saw others: on an
+    # idle machine, system tasks (some woken by this process's own calls: a freed
+    # buffer's pages) are runnable for a moment at some counts, now and then at
+    # several in a row, and no hold may follow them.  Renewed by what is seen, not
+    # by the held count: calls made while it holds would otherwise renew it for as
+    # long as they follow each other.
     if now - _last_count > BUSY_HOLD_S:
         _busy_score = 0
     _last_count = now
