@@ -600,7 +600,8 @@ def _fake_loadavg(monkeypatch, cores, now):
     """``free(running, n)``: :func:`threads_free` of ``n`` threads on a machine of
     ``cores`` cores where Linux counts ``running`` runnable threads (the caller among
     them; a list: what each read gives, the last one kept), at the time ``now[0]``,
-    with none of this process's pool threads running."""
+    with none of this process's pool threads running; ``free.reads``: the counts
+    read so far."""
     from dmlnumba.cpu import threads
 
     monkeypatch.setattr(threads.time, "monotonic", lambda: now[0])
@@ -613,12 +614,17 @@ def _fake_loadavg(monkeypatch, cores, now):
     monkeypatch.setattr(threads, "_pools_running", lambda enough: 0)
     monkeypatch.setattr(threads, "_loadavg", 0)  # (not None, not False: counts are read)
     reads = []
-    monkeypatch.setattr(threads, "_running", lambda: reads.pop(0) if len(reads) > 1 else reads[0])
+
+    def read():
+        free.reads += 1
+        return reads.pop(0) if len(reads) > 1 else reads[0]
 
     def free(running, n=cores):
         reads[:] = running if isinstance(running, list) else [running]
         return threads.threads_free(n)
 
+    free.reads = 0  # (how many times the count was read)
+    monkeypatch.setattr(threads, "_running", read)
     return free
 
 
@@ -705,21 +711,16 @@ def test_an_idle_count_answers_for_the_calls_that_follow_it(monkeypatch):
     free = _fake_loadavg(monkeypatch, 16, now)
     keep = 0.01
     monkeypatch.setattr(threads, "IDLE_KEEP_S", keep)
-    asked = []
-    monkeypatch.setattr(threads, "_running", lambda: asked.append(1) or reads[0])
-    reads = [1]
-    assert free(1) == 16 and len(asked) == 1
-    reads[0] = 40  # others start: not seen until the idle count is IDLE_KEEP_S old
-    now[0] += keep / 2
-    assert free(1) == 16 and free(1, n=8) == 8 and len(asked) == 1
+    assert free(1) == 16 and free.reads == 1
+    now[0] += keep / 2  # others start: not seen until the idle count is IDLE_KEEP_S old
+    assert free(40) == 16 and free(40, n=8) == 8 and free.reads == 1
     # More threads than it answered for: counted (a busy count reads twice).
-    assert free(1, n=32) == 1 and len(asked) == 3
-    assert free(1) == 1 and len(asked) == 5  # a busy count is not kept
-    reads[0] = 1
+    assert free(40, n=32) == 1 and free.reads == 3
+    assert free(40) == 1 and free.reads == 5  # a busy count is not kept
     now[0] += keep
-    assert free(1) == 16 and len(asked) == 6
+    assert free(1) == 16 and free.reads == 6
     now[0] += keep
-    assert free(1) == 16 and len(asked) == 7
+    assert free(1) == 16 and free.reads == 7
 
 
 def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch):
