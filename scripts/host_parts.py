@@ -18,8 +18,9 @@ from numba import cuda
 
 import dmlnumba
 from dmlnumba import keys
-from dmlnumba._internals import array_arg, function_handle
+from dmlnumba._internals import function_handle
 from dmlnumba.gpu import memory
+from dmlnumba.gpu.plans import _NO_STATUS
 from dmlnumba.gpu.streams import core_stream
 
 x = torch.rand(10, 10, 10, device="cuda")
@@ -37,7 +38,7 @@ cells = dict(zip(run.__code__.co_freevars, (c.cell_contents for c in run.__closu
 plan, handle = cells["go"].__self__, cells["handle"]
 launcher = plan.launcher(None, handle(), memory.current_context())
 count, coords = run(x)
-launch_args = (x.data_ptr() + plan.slo, plan.mask, *array_arg(0, 0, 8))
+launch_args = (x.data_ptr() + plan.slo, plan.mask, *_NO_STATUS)  # (one tile: no status)
 launch_args += (coords.data_ptr() + plan.olo, count.data_ptr() + plan.clo, 1)
 
 
