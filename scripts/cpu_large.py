@@ -7,10 +7,11 @@ the timed rounds.  Contenders of an operator run interleaved (:func:`harness.com
 each line prints median (min-max) and each peer's time over dmlnumba's, and how many
 calls the load check sent to numba's threads (``threads_free`` answers).
 ``--back-to-back``: nonzero at 1% of 2**22, 2**24 and 2**26 elements, 30 calls back to
-back a round, with the load check on against off (its cost on an idle machine).
+back a round, with the load check on against off (its cost on an idle machine);
+``--old REF`` adds an older tree's calls with its check on (:func:`harness.old_tree`).
 
     python3 scripts/cpu_large.py [--busy N] [--only slice|nonzero] [--density 0.01 ...]
-    python3 scripts/cpu_large.py --back-to-back [--busy N]
+    python3 scripts/cpu_large.py --back-to-back [--busy N] [--old REF]
 """
 
 import argparse
@@ -31,6 +32,7 @@ ap.add_argument("--only", choices=["slice", "nonzero"])
 ap.add_argument("--density", type=float, nargs="*", default=[0.01, 0.5, 0.99])
 ap.add_argument("--rounds", type=int, default=15)
 ap.add_argument("--back-to-back", action="store_true")
+ap.add_argument("--old")
 a = ap.parse_args()
 
 answers: collections.Counter = collections.Counter()
@@ -90,15 +92,20 @@ def back_to_back_case(n):
     from dmlnumba import config
 
     x = (np.random.default_rng(0).random(n, dtype=np.float32) < 0.01).astype(np.float32)
+    trees = [("", dmlnumba, config)]
+    if a.old:
+        old = harness.old_tree(a.old)
+        trees.append(("old ", old, old.config))
     fns = {}
-    for name, on in (("check on", 1), ("check off", 0)):
+    for tag, m, cfg in trees:
+        for name, on in (("check on", 1), ("check off", 0)) if not tag else (("check on", 1),):
 
-        def call(x=x):
-            dmlnumba.nonzero_coordinates(x)
+            def call(x=x, m=m):
+                m.nonzero_coordinates(x)
 
-        call.setup = lambda on=on: setattr(config, "CPU_LOAD_CHECK", on)
-        call.call = call
-        fns[name] = call
+            call.setup = lambda on=on, cfg=cfg: setattr(cfg, "CPU_LOAD_CHECK", on)
+            call.call = call
+            fns[tag + name] = call
     return fns
 
 

@@ -609,8 +609,8 @@ def _fake_loadavg(monkeypatch, cores, now):
     monkeypatch.setattr(threads, "_busy_until", -1.0)
     monkeypatch.setattr(threads, "_busy_score", 0)
     monkeypatch.setattr(threads, "_last_count", -1e9)
-    monkeypatch.setattr(threads, "IDLE_KEEP_S", 0.0)  # (every call counts: its own test)
-    monkeypatch.setattr(threads, "_idle_until", -1.0)
+    monkeypatch.setattr(threads, "KEEP_S", 0.0)  # (every call counts: its own test)
+    monkeypatch.setattr(threads, "_kept_until", -1.0)
     monkeypatch.setattr(threads, "_pools_running", lambda enough: 0)
     monkeypatch.setattr(threads, "_loadavg", 0)  # (not None, not False: counts are read)
     reads = []
@@ -701,26 +701,43 @@ def test_the_load_check_holds_where_most_counts_are_busy(monkeypatch):
     assert idle[-1] == 16 and counts([1, 0]) == [1, 16]
 
 
-def test_an_idle_count_answers_for_the_calls_that_follow_it(monkeypatch):
-    """A count that found every thread a core answers for IDLE_KEEP_S, for as many
-    threads or fewer (the pool's spinning threads' states cost a count on many cores
-    more than a small parallel call); a busy count is never kept."""
+def test_a_count_answers_for_the_calls_that_follow_it(monkeypatch):
+    """A count that found every thread a core answers for KEEP_S, for as many threads
+    or fewer (the pool's spinning threads' states cost a count on many cores more
+    than a small parallel call); so does a busy one that left at least KEEP_SHARE of
+    them a core and followed another busy count.  Any other busy count is never kept
+    (a kernel task runnable for a moment would keep the calls that follow on fewer
+    threads: on two cores, one)."""
     from dmlnumba.cpu import threads
 
     now = [100.0]
     free = _fake_loadavg(monkeypatch, 16, now)
     keep = 0.01
-    monkeypatch.setattr(threads, "IDLE_KEEP_S", keep)
+    monkeypatch.setattr(threads, "KEEP_S", keep)
     assert free(1) == 16 and free.reads == 1
-    now[0] += keep / 2  # others start: not seen until the idle count is IDLE_KEEP_S old
+    now[0] += keep / 2  # others start: not seen until the count is KEEP_S old
     assert free(40) == 16 and free(40, n=8) == 8 and free.reads == 1
     # More threads than it answered for: counted (a busy count reads twice).
     assert free(40, n=32) == 1 and free.reads == 3
-    assert free(40) == 1 and free.reads == 5  # a busy count is not kept
+    assert free(40) == 1 and free.reads == 5  # 1 of 16 threads: not kept
     now[0] += keep
     assert free(1) == 16 and free.reads == 6
     now[0] += keep
-    assert free(1) == 16 and free.reads == 7
+    # A kernel task runnable for a moment: 15 of 16, not kept, the next call counts.
+    assert free(2) == 15 and free(1) == 16 and free.reads == 9
+    now[0] += keep
+    # One other runnable thread for good (a daemon of a many-core host): the second
+    # busy count in a row is kept, and answers fewer threads as a count would.
+    assert free(2) == 15 and free(2) == 15 and free.reads == 13
+    assert free(2) == 15 and free(40, n=8) == 8 and free(40, n=15) == 15 and free.reads == 13
+    now[0] += keep
+    assert free(5) == 12 and free(40) == 12 and free.reads == 15  # 12 of 16: kept
+    now[0] += keep
+    assert free(6) == 11 and free(6) == 11 and free.reads == 19  # 11 of 16: not kept
+    two = _fake_loadavg(monkeypatch, 2, now)
+    monkeypatch.setattr(threads, "KEEP_S", keep)
+    assert two(2) == 1 and two(2) == 1 and two(1) == 2 and two.reads == 5  # 1 of 2: not kept
+    assert two(3) == 2 and two.reads == 5  # 2 of 2: kept
 
 
 def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch):

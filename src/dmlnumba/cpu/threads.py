@@ -140,14 +140,20 @@ _busy_score = 0
 _last_count = -1e9
 #: The fewest threads with a core seen since ``_busy_until - BUSY_HOLD_S``.
 _held = 1
-#: Seconds that a count that found every thread a core answers for the calls that
-#: follow (of as many threads or fewer) without another: after a parallel region a
-#: count reads the state of each of the pool's threads, which spin a moment, and on
-#: many cores that costs more than a small parallel call (docs/PERFORMANCE.md,
-#: ``CPU_LOAD_CHECK``).  A busy count is not kept: the next call counts again.
-IDLE_KEEP_S = 0.01
-_idle_until = -1.0
-_idle_threads = 0
+#: Seconds that a count answers for the calls that follow (of as many threads or
+#: fewer) without another: one that found every thread a core, and a busy one that
+#: left at least ``KEEP_SHARE`` of them a core and followed another busy one (a busy
+#: score of ``KEEP_SCORE``).  After a parallel region a count reads the state of each
+#: of the pool's threads, which spin a moment, and on many cores that costs more
+#: than a small parallel call (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).  Any other
+#: count is not kept (the next call counts again): a kernel task runnable for a
+#: moment would keep the calls of the next ``KEEP_S`` on fewer threads.
+KEEP_S = 0.01
+KEEP_SHARE = 0.75
+KEEP_SCORE = 2
+_kept_until = -1.0
+_kept_threads = 0
+_kept_free = 0
 #: The machine's cores, asked once (``os.cpu_count()`` is not free).
 _CORES = os.cpu_count() or 1
 
@@ -163,14 +169,14 @@ def threads_free(threads):
     waits for its slowest thread, and on a busy machine one of them waits for a
     core: parallel calls then take several times their serial time
     (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).
-    ``threads`` where the count cannot be read, or where one that found them all a
-    core is less than ``IDLE_KEEP_S`` old.  Asked only before a call large enough
-    for the threads."""
+    ``threads`` where the count cannot be read; the last count's answer where it is
+    less than ``KEEP_S`` old and was kept (:data:`KEEP_S`).  Asked only before a
+    call large enough for the threads."""
     global _loadavg, _busy_until, _held, _busy_score, _last_count
-    global _idle_until, _idle_threads
+    global _kept_until, _kept_threads, _kept_free
     now = time.monotonic()
-    if now < _idle_until and threads <= _idle_threads:
-        return threads
+    if now < _kept_until and threads <= _kept_threads:
+        return min(threads, _kept_free)
     if _loadavg is None:
         try:
             _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
@@ -206,10 +212,10 @@ def threads_free(threads):
     else:
         _busy_score = max(0, _busy_score - 2)
     free = min(seen, _held) if now < _busy_until else seen
-    if free == threads:
-        _idle_until, _idle_threads = now + IDLE_KEEP_S, threads
-    else:  # (newer than the idle count a call of fewer threads would take)
-        _idle_until = -1.0
+    if free == threads or (free >= KEEP_SHARE * threads and _busy_score >= KEEP_SCORE):
+        _kept_until, _kept_threads, _kept_free = now + KEEP_S, threads, free
+    else:  # (newer than the kept count a call of fewer threads would take)
+        _kept_until = -1.0
     return free
 
 
