@@ -704,10 +704,9 @@ def test_the_load_check_holds_where_most_counts_are_busy(monkeypatch):
 def test_a_count_answers_for_the_calls_that_follow_it(monkeypatch):
     """A count that found every thread a core answers for KEEP_S, for as many threads
     or fewer (the pool's spinning threads' states cost a count on many cores more
-    than a small parallel call); so does a busy one that left at least KEEP_SHARE of
-    them a core and followed another busy count.  Any other busy count is never kept
-    (a kernel task runnable for a moment would keep the calls that follow on fewer
-    threads: on two cores, one)."""
+    than a small parallel call); so does a busy one that followed another busy count.
+    A first busy count is never kept (a kernel task runnable for a moment would keep
+    the calls that follow on fewer threads: on two cores, one)."""
     from dmlnumba.cpu import threads
 
     now = [100.0]
@@ -717,9 +716,11 @@ def test_a_count_answers_for_the_calls_that_follow_it(monkeypatch):
     assert free(1) == 16 and free.reads == 1
     now[0] += keep / 2  # others start: not seen until the count is KEEP_S old
     assert free(40) == 16 and free(40, n=8) == 8 and free.reads == 1
-    # More threads than it answered for: counted (a busy count reads twice).
+    # More threads than it answered for: counted (a busy count reads twice); the
+    # first busy count is not kept, the second is.
     assert free(40, n=32) == 1 and free.reads == 3
-    assert free(40) == 1 and free.reads == 5  # 1 of 16 threads: not kept
+    assert free(40) == 1 and free.reads == 5
+    assert free(1) == 1 and free.reads == 5
     now[0] += keep
     assert free(1) == 16 and free.reads == 6
     now[0] += keep
@@ -731,13 +732,14 @@ def test_a_count_answers_for_the_calls_that_follow_it(monkeypatch):
     assert free(2) == 15 and free(2) == 15 and free.reads == 13
     assert free(2) == 15 and free(40, n=8) == 8 and free(40, n=15) == 15 and free.reads == 13
     now[0] += keep
-    assert free(5) == 12 and free(40) == 12 and free.reads == 15  # 12 of 16: kept
-    now[0] += keep
-    assert free(6) == 11 and free(6) == 11 and free.reads == 19  # 11 of 16: not kept
+    assert free(6) == 11 and free(40) == 11 and free.reads == 15  # still busy: kept
     two = _fake_loadavg(monkeypatch, 2, now)
     monkeypatch.setattr(threads, "KEEP_S", keep)
-    assert two(2) == 1 and two(2) == 1 and two(1) == 2 and two.reads == 5  # 1 of 2: not kept
-    assert two(3) == 2 and two.reads == 5  # 2 of 2: kept
+    assert two(2) == 1 and two(1) == 2 and two.reads == 3  # a moment's task: not kept
+    now[0] += keep
+    assert two(2) == 1 and two(2) == 1 and two(1) == 1 and two.reads == 7  # the second kept
+    now[0] += keep
+    assert two(1) == 2 and two.reads == 8
 
 
 def test_the_load_check_lets_go_a_second_after_the_machine_is_idle(monkeypatch):

@@ -142,14 +142,13 @@ _last_count = -1e9
 _held = 1
 #: Seconds that a count answers for the calls that follow (of as many threads or
 #: fewer) without another: one that found every thread a core, and a busy one that
-#: left at least ``KEEP_SHARE`` of them a core and followed another busy one (a busy
-#: score of ``KEEP_SCORE``).  After a parallel region a count reads the state of each
-#: of the pool's threads, which spin a moment, and on many cores that costs more
-#: than a small parallel call (docs/PERFORMANCE.md, ``CPU_LOAD_CHECK``).  Any other
-#: count is not kept (the next call counts again): a kernel task runnable for a
-#: moment would keep the calls of the next ``KEEP_S`` on fewer threads.
+#: followed another busy one (a busy score of ``KEEP_SCORE``).  After a parallel
+#: region a count reads the state of each of the pool's threads, which spin a moment,
+#: and on many cores that costs more than a small parallel call (docs/PERFORMANCE.md,
+#: ``CPU_LOAD_CHECK``).  A first busy count is not kept (the next call counts again):
+#: a kernel task runnable for a moment would keep the calls of the next ``KEEP_S`` on
+#: fewer threads.
 KEEP_S = 0.01
-KEEP_SHARE = 0.75
 KEEP_SCORE = 2
 _kept_until = -1.0
 _kept_threads = 0
@@ -212,7 +211,7 @@ def threads_free(threads):
     else:
         _busy_score = max(0, _busy_score - 2)
     free = min(seen, _held) if now < _busy_until else seen
-    if free == threads or (free >= KEEP_SHARE * threads and _busy_score >= KEEP_SCORE):
+    if free == threads or _busy_score >= KEEP_SCORE:
         _kept_until, _kept_threads, _kept_free = now + KEEP_S, threads, free
     else:  # (newer than the kept count a call of fewer threads would take)
         _kept_until = -1.0
