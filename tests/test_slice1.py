@@ -610,7 +610,7 @@ def _fake_loadavg(monkeypatch, cores, now):
     monkeypatch.setattr(threads, "_busy_score", 0)
     monkeypatch.setattr(threads, "_last_count", -1e9)
     monkeypatch.setattr(threads, "KEEP_S", 0.0)  # (every call counts: its own test)
-    monkeypatch.setattr(threads, "_kept_until", -1.0)
+    monkeypatch.setattr(threads, "_kept", (-1.0, 0, 0))
     monkeypatch.setattr(threads, "_pools_running", lambda enough: 0)
     monkeypatch.setattr(threads, "_loadavg", 0)  # (not None, not False: counts are read)
     reads = []

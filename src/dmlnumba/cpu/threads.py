@@ -150,9 +150,9 @@ _held = 1
 #: fewer threads.
 KEEP_S = 0.01
 KEEP_SCORE = 2
-_kept_until = -1.0
-_kept_threads = 0
-_kept_free = 0
+#: The kept count: ``(until, threads, free)``, one tuple, read and set whole (calls
+#: from several threads).
+_kept: tuple = (-1.0, 0, 0)
 #: The machine's cores, asked once (``os.cpu_count()`` is not free).
 _CORES = os.cpu_count() or 1
 
@@ -172,10 +172,11 @@ def threads_free(threads):
     less than ``KEEP_S`` old and was kept (:data:`KEEP_S`).  Asked only before a
     call large enough for the threads."""
     global _loadavg, _busy_until, _held, _busy_score, _last_count
-    global _kept_until, _kept_threads, _kept_free
+    global _kept
     now = time.monotonic()
-    if now < _kept_until and threads <= _kept_threads:
-        return min(threads, _kept_free)
+    until, kept_threads, kept_free = _kept
+    if now < until and threads <= kept_threads:
+        return min(threads, kept_free)
     if _loadavg is None:
         try:
             _loadavg = os.open("/proc/loadavg", os.O_RDONLY)
@@ -212,9 +213,9 @@ def threads_free(threads):
         _busy_score = max(0, _busy_score - 2)
     free = min(seen, _held) if now < _busy_until else seen
     if free == threads or _busy_score >= KEEP_SCORE:
-        _kept_until, _kept_threads, _kept_free = now + KEEP_S, threads, free
+        _kept = (now + KEEP_S, threads, free)
     else:  # (newer than the kept count a call of fewer threads would take)
-        _kept_until = -1.0
+        _kept = (-1.0, 0, 0)
     return free
 
 
