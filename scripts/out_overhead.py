@@ -2,7 +2,8 @@
 nonzero_coordinates of 1000 float32 elements (50% non-zero) and slice1 of a
 (10, 10, 10) window with a reversed dimension of a (20, 20, 20) input, on NumPy
 arrays and PyTorch CPU tensors; default calls (window parameters as literal tuples, as
-users write them, and as literal lists for slice1), calls into preallocated outputs of
+users write them, and for slice1 as literal lists, as NumPy integer arrays made once and, for
+PyTorch, with a ``torch.Size``), calls into preallocated outputs of
 the input's library (``out_count=``/``out_coordinates=``, ``out=``), and the peers:
 ``numpy.argwhere`` and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing
 and ``flip``; slice_grad of that window's gradient back into (20, 20, 20) (its peer:
@@ -50,6 +51,8 @@ inputs = {"numpy": (h, cube), "torch": (t, tc)}
 grads = {"numpy": np.ones((10,) * 3, "f4"), "torch": torch.ones((10,) * 3)}
 grad_outs = {"numpy": np.empty((20,) * 3, "f4"), "torch": torch.empty((20,) * 3)}
 
+WINDOW_ARRAYS = (np.array([2, 3, 4]), np.array([10, 10, 10]), np.array([-1, 1, 1]))
+SIZE = torch.Size([10, 10, 10])
 nz, sl, sg = {}, {}, {}
 for tag, m in trees.items():
     for lib, (x, c) in inputs.items():
@@ -64,6 +67,11 @@ for tag, m in trees.items():
             c, (2, 3, 4), (10, 10, 10), (-1, 1, 1), out=os_
         )
         sl[f"{tag}{lib} list"] = lambda m=m, c=c: m.slice1(c, [2, 3, 4], [10, 10, 10], [-1, 1, 1])
+        # The window held as NumPy integer arrays (made once, as an ONNX port holds it);
+        # a PyTorch tensor's as torch.Size (what ``t.shape`` gives).
+        sl[f"{tag}{lib} arrays"] = lambda m=m, c=c: m.slice1(c, *WINDOW_ARRAYS)
+        if lib == "torch":
+            sl[f"{tag}torch Size"] = lambda m=m, c=c: m.slice1(c, (2, 3, 4), SIZE, (-1, 1, 1))
         g, go = grads[lib], grad_outs[lib]
         sg[f"{tag}{lib}"] = lambda m=m, g=g: m.slice_grad(
             g, (20, 20, 20), (2, 3, 4), (10, 10, 10), (-1, 1, 1)
@@ -91,6 +99,9 @@ ratios = [
     ("torch", "numpy"),
     ("numpy list", "numpy"),
     ("torch list", "torch"),
+    ("numpy arrays", "numpy"),
+    ("torch arrays", "torch"),
+    ("torch Size", "torch"),
 ]
 print(f"{args.rounds} interleaved rounds; us a call: median (min-max)")
 for op, cases, peers in (

@@ -155,3 +155,19 @@ def pytest_collection_modifyitems(session, config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if not ("cuda" in i.nodeid.lower() and i.nodeid not in subset)]
+
+
+def count_full_calls(monkeypatch):
+    """A list that grows by one at each call of the prepare step (the full path) of
+    slice1, slice_grad and nonzero_coordinates, with an empty runner cache."""
+    from dmlnumba import keys, prepare
+    from dmlnumba.caches import Bounded
+
+    monkeypatch.setattr(keys, "runners", Bounded())
+    full: list = []
+    for name in ("slice1", "slice_grad", "nonzero"):
+        real = getattr(prepare, name)
+        monkeypatch.setattr(
+            prepare, name, lambda *a, real=real, **k: (full.append(1), real(*a, **k))[1]
+        )
+    return full

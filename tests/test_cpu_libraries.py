@@ -6,6 +6,7 @@ NumPy, bit for bit."""
 
 import numpy as np
 import pytest
+from conftest import count_full_calls
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -103,6 +104,28 @@ def test_a_repeat_takes_the_kept_runner():
     assert keys.window("slice1", t, *w, None, None, None, None)[1] is not None
     assert keys.nonzero("nonzero_coordinates", t, None, np.uint32, None, None, None)[1]
     assert keys.window("slice_grad", g, (6, 4), *w, None, None, None)[1] is not None
+
+
+def test_torch_size_parameters_take_the_kept_runner(monkeypatch):
+    """``t.shape`` (a ``torch.Size``) as window parameters keys a runner as a tuple of
+    the same ints does (every such call took the full path, 7x a repeat's time); a
+    tuple subclass of another type does not (its methods could give other values)."""
+    full = count_full_calls(monkeypatch)
+    t = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    for sizes in (t.shape, t.shape, (4, 6), torch.Size([4, 6])):
+        np.testing.assert_array_equal(
+            dmlnumba.slice1(t, (0, 0), sizes, (1, -2)).numpy(), t.numpy()[:, ::-2]
+        )
+        g = dmlnumba.slice_grad(torch.ones(4, 3), t.shape, (0, 0), sizes, (1, -2))
+        assert g.shape == t.shape and int(g.sum()) == 12
+    assert len(full) == 2
+
+    class Shape(tuple):
+        def __iter__(self):
+            return iter((4, 2))
+
+    dmlnumba.slice1(t, (0, 0), Shape((4, 6)), (1, -2))
+    assert len(full) == 3
 
 
 def _check_all(t, w):

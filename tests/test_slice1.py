@@ -4,13 +4,21 @@ import contextlib
 
 import numpy as np
 import pytest
-from conftest import tiny_blocks
+from conftest import count_full_calls, tiny_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
 import dmlnumba
 
-from devices import DEVICES, device_view, record_paths, skip_on_cudasim, to_device, to_host
+from devices import (
+    DEVICES,
+    SIM,
+    device_view,
+    record_paths,
+    skip_on_cudasim,
+    to_device,
+    to_host,
+)
 from strategies import arrays, bits, check_written, odd_outs, slice1_reference, windows
 
 pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
@@ -518,6 +526,75 @@ def test_repeated_calls_with_lists_read_them_again():
     )
     with pytest.raises(ValueError, match="strides"):
         dmlnumba.slice1(x, [0, 0], [4, 6], [1, -2, 4, 2])
+
+
+class _LyingInt(np.int64):
+    """A NumPy integer whose ``int()`` is not its value (validation reads the value)."""
+
+    def __int__(self):
+        return 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_numpy_integer_parameters_take_the_kept_runner(device, monkeypatch):
+    """Window parameters of NumPy integers (in tuples or lists, or 1-d integer arrays),
+    and width and max_count as NumPy integers, key a runner as Python ints do: a repeat
+    takes it (every such call took the full path, 9-10x a repeat's time), read as the
+    checks read them.  An array changed between calls gives the new window; bools,
+    floats and subclasses of NumPy's integers take the full path (its checks).  On
+    CUDA, numba device arrays (inputs that keep runners on a GPU)."""
+    full = count_full_calls(monkeypatch)
+    h = np.arange(24, dtype=np.float32).reshape(4, 6)
+    gh = np.ones((4, 3), np.float32)
+    if device == "cpu":
+        x, g = h, gh
+    else:
+        from numba import cuda
+
+        x, g = cuda.to_device(h), cuda.to_device(gh)
+    i64 = np.int64
+    forms = [
+        ((i64(0), i64(0)), (i64(4), i64(6)), (i64(1), i64(-2))),
+        ([np.int32(0), 0], [np.uint8(4), 6], [1, np.int16(-2)]),
+        (np.array([0, 0]), np.array([4, 6], np.uint64), np.array([1, -2], np.int8)),
+        ((0, 0), [4, 6], (1, -2)),
+    ]
+    want_grad = np.zeros_like(h)
+    want_grad[:, ::-2] = 1
+
+    def window(*w):
+        return to_host(dmlnumba.slice1(x, *w))
+
+    for w in forms:
+        for _ in range(2):
+            np.testing.assert_array_equal(window(*w), h[:, ::-2])
+            np.testing.assert_array_equal(window(*w, np.array([4, 2])), h[:, -1:-4:-2])
+            grad = dmlnumba.slice_grad(g, np.array(h.shape), *w)
+            np.testing.assert_array_equal(to_host(grad), want_grad)
+    kept = device == "cpu" or not SIM  # (the simulator's arrays keep no runners)
+    assert len(full) == 3 or not kept  # each call's first; every other form found its runner
+    steps = np.array([1, -2])
+    window((0, 0), (4, 6), steps)
+    steps[1] = 3
+    np.testing.assert_array_equal(window((0, 0), (4, 6), steps), h[:, ::3])
+    with pytest.raises(TypeError, match="bool"):
+        window((0, 0), (4, 6), (np.True_, -2))
+    np.testing.assert_array_equal(window((0, 0), (4, 6), np.array([1, 1])), h)
+    with pytest.raises(TypeError, match="bool"):  # True == 1, and hashes as 1: not a key
+        window((0, 0), (4, 6), np.array([True, True]))
+    with pytest.raises(TypeError, match="float64"):
+        window((0, 0), (4, 6), (np.float64(1.0), -2))
+    np.testing.assert_array_equal(window((0, 0), (4, 6), (_LyingInt(1), -2)), h[:, ::-2])
+    np.testing.assert_array_equal(window((0, 0), (4, 6), (2, -2)), h[::2, ::-2])
+    before = len(full)
+    for width, most in ((i64(2), i64(5)), (2, 5), (np.uint16(2), np.int8(5))):
+        count, coords = dmlnumba.nonzero_coordinates(x, width, max_count=most)
+        assert int(to_host(count)[0]) == 23 and coords.shape == (5, 2)
+        np.testing.assert_array_equal(to_host(coords), np.argwhere(h)[:5])
+    assert len(full) == before + 1 or not kept
+    dmlnumba.nonzero_coordinates(x, max_count=1)
+    with pytest.raises(TypeError, match="bool"):  # (not the kept max_count=1 call's key)
+        dmlnumba.nonzero_coordinates(x, max_count=np.True_)
 
 
 def test_device_cpu_repeats_take_the_numpy_runner(monkeypatch):

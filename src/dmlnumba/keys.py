@@ -5,8 +5,9 @@ CuPy arrays on their GPU, numba device arrays) keeps a runner under a key of
 everything its validation read: the input's type, dtype, shape, strides and device,
 the parameters, and the settings' generation (so that a changed setting reaches the
 next call).  A repeat of such a call finds the runner here and skips validation and
-layout work.  Parameters are keys only when they are tuples or lists of Python ints
-(so that 1.0 or True never stands for 1).
+layout work.  Parameters are keys only as integers: lists or tuples of Python ints or
+NumPy integers, ``torch.Size``, 1-d NumPy integer arrays (so that 1.0 or True never
+stands for 1).
 
 Each key function (:func:`window`, slice1's and slice_grad's; :func:`nonzero`, also
 argwhere's) returns ``(key, runner)``: the key a new runner is kept under (None: the
@@ -16,6 +17,7 @@ library an input belongs to, and first whether PyTorch traces the call
 (:func:`traced`).
 """
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -72,10 +74,12 @@ def nonzero(
     elif _tr._compiling() if numpy_cpu else traced(input):  # (a NumPy input: one question)
         return TRACED, None
     if not (
-        (width is None or type(width) is int)
-        and (max_count is None or type(max_count) is int)
-        and (type(dtype) is type or _plain_dtype(dtype))  # the default first: no call
+        (width is None or type(width) is int) and (max_count is None or type(max_count) is int)
     ):
+        width, max_count = _scalar(width), _scalar(max_count)  # (NumPy integers)
+        if width is False or max_count is False:
+            return None, None
+    if not (type(dtype) is type or _plain_dtype(dtype)):  # the default first: no call
         return None, None
     given = out_count is not None or out_coordinates is not None
     if numpy_cpu and type(out_count) is _ndarray and type(out_coordinates) is _ndarray:
@@ -165,9 +169,9 @@ def window(op, input, a, b, c, d, out, device, stream):
     (:mod:`dmlnumba.layouts`).  A call is
     first looked up by the identity of its parameters (the id key): a repeat that
     passes the same tuple objects (a stored window, literal tuples) finds its runner
-    without reading a parameter.  Only tuples of Python ints are kept under such a
-    key (immutable, so the same object means the same values), and the entry holds
-    them, so that no other object can take their ids while it lives.  Then by the
+    without reading a parameter.  Only tuples of integers are kept under such a key
+    (immutable, so the same object means the same values), and the entry holds them,
+    so that no other object can take their ids while it lives.  Then by the
     parameters' values (the value key)."""
     if (
         type(input) is _ndarray
@@ -215,30 +219,79 @@ def window(op, input, a, b, c, d, out, device, stream):
             run = runners.get(id_key)
             if run is not None:
                 return None, run[0]
-    # The parameters' values (Python ints in lists or tuples only, so that 1.0 or True
-    # never stands for 1: other calls take the full path, which checks them), with the
-    # lengths of all but the last (-1 for strides' where there are no output_sizes).
+    # The parameters' values, with the lengths of all but the last (-1 for strides'
+    # where there are no output_sizes): Python ints in lists or tuples, the common
+    # call, read here; any other form through _values.
     seqs = _SEQUENCES
-    if type(a) not in seqs or type(b) not in seqs or type(c) not in seqs:
-        return None, None
-    if d is None:
-        n = -1
-        flat = (*a, *b, *c)
-    elif type(d) in seqs:
-        n = len(c)
-        flat = (*a, *b, *c, *d)
+    flat: Any = None
+    if type(a) in seqs and type(b) in seqs and type(c) in seqs:
+        if d is None:
+            flat = (*a, *b, *c)
+        elif type(d) in seqs:
+            flat = (*a, *b, *c, *d)
+        if flat is not None:
+            for i in flat:
+                if type(i) is not int:
+                    flat = None
+                    break
+    if flat is not None:
+        value_key = (op, layout, len(a), len(b), -1 if d is None else len(c), flat)
     else:
-        return None, None
-    for i in flat:
-        if type(i) is not int:
+        value_key = _value_key(op, layout, a, b, c, d)
+        if value_key is None:
             return None, None
-    value_key = (op, layout, len(a), len(b), n, flat)
     run = runners.get(value_key)
     if run is not None:
         if id_key is not None:
             runners.put(id_key, (run, a, b, c, d))
         return None, run
     return (id_key, value_key, (a, b, c, d)), None
+
+
+def _values(p):
+    """A window parameter's values as Python ints, as :func:`dmlnumba.validation.int_values`
+    reads them, where it is one of the forms a key may be made of: a list or tuple of
+    Python ints and NumPy integer scalars, a ``torch.Size``, a 1-d NumPy array of integers;
+    None for anything else (bools, floats, other types: the full path checks them).
+    No caller's code runs here (the types are exact ones; NumPy's and PyTorch's own)."""
+    tp = type(p)
+    if tp is _ndarray:
+        return p.tolist() if p.ndim == 1 and p.dtype.kind in "iu" else None
+    if not (tp is list or tp is tuple):
+        torch = sys.modules.get("torch")
+        if torch is None or tp is not torch.Size:
+            return None
+    out = []
+    for i in p:
+        if type(i) is not int:
+            if type(i) not in _NUMPY_INTS:  # (exact types: a subclass's methods could lie)
+                return None
+            i = int(i)
+        out.append(i)
+    return out
+
+
+def _value_key(op, layout, a, b, c, d):
+    """:func:`window`'s value key of parameters in another form than lists or tuples of
+    Python ints (:func:`_values`), the same key as theirs; None where one has none."""
+    vals = [_values(p) for p in (a, b, c, d)]
+    if None in vals[:3] or (d is not None and vals[3] is None):
+        return None
+    flat = tuple(i for v in vals if v is not None for i in v)
+    return (op, layout, len(vals[0]), len(vals[1]), -1 if d is None else len(vals[2]), flat)
+
+
+def _scalar(v):
+    """``width`` or ``max_count`` as a key holds it: None, or a Python int (from a
+    Python int or a NumPy integer scalar); False for anything else (the full path
+    checks it)."""
+    if v is None or type(v) is int:
+        return v
+    return int(v) if type(v) in _NUMPY_INTS else False
+
+
+#: NumPy's integer scalar types (not its bool).
+_NUMPY_INTS = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])
 
 
 def keeper(key):
