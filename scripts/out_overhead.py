@@ -2,8 +2,9 @@
 nonzero_coordinates of 1000 float32 elements (50% non-zero) and slice1 of a
 (10, 10, 10) window with a reversed dimension of a (20, 20, 20) input, on NumPy
 arrays and PyTorch CPU tensors; default calls (window parameters as literal tuples, as
-users write them, and for slice1 as literal lists, as NumPy integer arrays made once and, for
-PyTorch, with a ``torch.Size``), calls into preallocated outputs of
+users write them; for nonzero_coordinates also a NumPy integer ``max_count``; for slice1 also as
+literal lists, as NumPy integer arrays made once and, for PyTorch, with a ``torch.Size``), calls
+into preallocated outputs of
 the input's library (``out_count=``/``out_coordinates=``, ``out=``), and the peers:
 ``numpy.argwhere`` and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing
 and ``flip``; slice_grad of that window's gradient back into (20, 20, 20) (its peer:
@@ -53,6 +54,7 @@ grad_outs = {"numpy": np.empty((20,) * 3, "f4"), "torch": torch.empty((20,) * 3)
 
 WINDOW_ARRAYS = (np.array([2, 3, 4]), np.array([10, 10, 10]), np.array([-1, 1, 1]))
 SIZE = torch.Size([10, 10, 10])
+MOST = np.int64(1000)  # a NumPy integer max_count (computed with NumPy)
 nz, sl, sg = {}, {}, {}
 for tag, m in trees.items():
     for lib, (x, c) in inputs.items():
@@ -61,6 +63,7 @@ for tag, m in trees.items():
         nz[f"{tag}{lib} out"] = lambda m=m, x=x, oc=oc, ox=ox: m.nonzero_coordinates(
             x, out_count=oc, out_coordinates=ox
         )
+        nz[f"{tag}{lib} max_count"] = lambda m=m, x=x: m.nonzero_coordinates(x, max_count=MOST)
         # Literal parameters, as users write them (the NumPy peer's slices are too).
         sl[f"{tag}{lib}"] = lambda m=m, c=c: m.slice1(c, (2, 3, 4), (10, 10, 10), (-1, 1, 1))
         sl[f"{tag}{lib} out"] = lambda m=m, c=c, os_=os_: m.slice1(
@@ -99,6 +102,7 @@ ratios = [
     ("torch", "numpy"),
     ("numpy list", "numpy"),
     ("torch list", "torch"),
+    ("numpy max_count", "numpy"),
     ("numpy arrays", "numpy"),
     ("torch arrays", "torch"),
     ("torch Size", "torch"),
