@@ -40,8 +40,9 @@ UNASKED = "unasked"
 
 # ------------------------------------------------------------------ keys
 
-#: The containers of window parameters a key is made of (see :func:`window`).
-_SEQUENCES = (list, tuple)
+#: The containers of window parameters whose values :func:`window` reads itself (see
+#: :func:`_values` for the others): ``torch.Size`` joins them once a call has passed one.
+_SEQUENCES: tuple = (list, tuple)
 
 
 def _plain_dtype(dtype):
@@ -261,6 +262,8 @@ def _values(p):
         torch = sys.modules.get("torch")
         if torch is None or tp is not torch.Size:
             return None
+        global _SEQUENCES
+        _SEQUENCES = (list, tuple, tp)  # (read by window itself from now on: a tuple of ints)
     out = []
     for i in p:
         if type(i) is not int:
@@ -274,11 +277,11 @@ def _values(p):
 def _value_key(op, layout, a, b, c, d):
     """:func:`window`'s value key of parameters in another form than lists or tuples of
     Python ints (:func:`_values`), the same key as theirs; None where one has none."""
-    vals = [_values(p) for p in (a, b, c, d)]
-    if None in vals[:3] or (d is not None and vals[3] is None):
+    va, vb, vc = _values(a), _values(b), _values(c)
+    vd = [] if d is None else _values(d)
+    if va is None or vb is None or vc is None or vd is None:
         return None
-    flat = tuple(i for v in vals if v is not None for i in v)
-    return (op, layout, len(vals[0]), len(vals[1]), -1 if d is None else len(vals[2]), flat)
+    return (op, layout, len(va), len(vb), -1 if d is None else len(vc), tuple(va + vb + vc + vd))
 
 
 def _scalar(v):
