@@ -6,8 +6,9 @@
 Each of ``--processes`` spawned processes runs ``--threads`` threads; each thread makes
 random calls (slice1, slice_grad, nonzero_coordinates, argwhere; every dtype, 1 to 6
 dimensions, C / F / reversed / strided / permuted / broadcast layouts, sizes that run on
-one thread and on all of them, window parameters as tuples or lists, new and caller-given
-outputs, slice_grad's out holding its own gradient, read-only ones refused) and checks
+one thread and on all of them, window parameters as tuples, lists, tuples of NumPy integers
+or NumPy arrays, new and caller-given outputs, slice_grad's out holding its own gradient,
+read-only ones refused) and checks
 every result bit for bit against NumPy.  The main process also makes calls (so that its
 thread pool is running) and then feeds a fork-based pool the same kind of work.  It
 prints one line per process and a total, and exits 1 if any call failed or any worker
@@ -75,6 +76,19 @@ def _window(rng, x):
     return tuple(idx)
 
 
+def _form(rng, w):
+    """The window's parameters as callers hold them: tuples of Python ints, or lists, as
+    many write them, tuples of NumPy integers, 1-d NumPy integer arrays."""
+    r = rng.random()
+    if r < 0.3:
+        return tuple(list(p) for p in w)
+    if r < 0.4:
+        return tuple(tuple(np.int64(i) for i in p) for p in w)
+    if r < 0.5:
+        return tuple(np.array(p, rng.choice([np.int64, np.int32])) for p in w)
+    return w
+
+
 def _slice1(rng, x):
     import dmlnumba
 
@@ -82,9 +96,7 @@ def _slice1(rng, x):
     want = x[idx]
     if want.size == 0:
         return
-    w = dmlnumba.window(x.shape, idx)
-    if rng.random() < 0.3:  # list parameters, as many callers write them
-        w = tuple(list(p) for p in w)
+    w = _form(rng, dmlnumba.window(x.shape, idx))
     if rng.random() < 0.03:  # a read-only out: refused, nothing written
         out = np.zeros(want.shape, x.dtype)
         out.flags.writeable = False
@@ -113,9 +125,7 @@ def _slice_grad(rng, x):
     shape = x[idx].shape
     if 0 in shape:
         return
-    w = dmlnumba.window(x.shape, idx)[:3]
-    if rng.random() < 0.3:
-        w = tuple(list(p) for p in w)
+    w = _form(rng, dmlnumba.window(x.shape, idx)[:3])
     r = rng.random()
     if r < 0.15:  # the gradient a view into the out it is written into
         out = rng.integers(-5, 6, size=x.shape).astype(x.dtype)
