@@ -1,14 +1,14 @@
 """Per-call host time of small CPU calls as users make them, beside their peers:
-nonzero_coordinates of 1000 float32 elements (50% non-zero) and slice1 of a
-(10, 10, 10) window with a reversed dimension of a (20, 20, 20) input, on NumPy
-arrays and PyTorch CPU tensors; default calls (window parameters as literal tuples, as
-users write them; for nonzero_coordinates also a NumPy integer ``max_count``; for slice1 also as
-literal lists, as NumPy integer arrays made once and, for PyTorch, with a ``torch.Size``), calls
-into preallocated outputs of
-the input's library (``out_count=``/``out_coordinates=``, ``out=``), and the peers:
-``numpy.argwhere`` and ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing
-and ``flip``; slice_grad of that window's gradient back into (20, 20, 20) (its peer:
-``numpy.zeros`` and an assignment into the window's view).
+nonzero_coordinates of 1000 float32 elements (50% non-zero) and slice1 of a (10, 10, 10)
+window with a reversed dimension of a (20, 20, 20) input, on NumPy arrays and PyTorch
+CPU tensors; default calls (window parameters as literal tuples, as users write them;
+for nonzero_coordinates also a NumPy integer ``max_count`` and ``device="cpu"``; for
+slice1 also as literal lists, as NumPy integer arrays made once and, for PyTorch, with a
+``torch.Size``), calls into preallocated outputs of the input's library
+(``out_count=``/``out_coordinates=``, ``out=``), and the peers: ``numpy.argwhere`` and
+``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing and ``flip``;
+slice_grad of that window's gradient back into (20, 20, 20) (its peer: ``numpy.zeros``
+and an assignment into the window's view).
 Every contender of an operator runs interleaved (:func:`harness.compare`), so the
 ratios printed after them come from one run: ``out`` over the default call of its
 library, ``list`` over ``tuple``, PyTorch's default over NumPy's, and each default
@@ -64,6 +64,7 @@ for tag, m in trees.items():
             x, out_count=oc, out_coordinates=ox
         )
         nz[f"{tag}{lib} max_count"] = lambda m=m, x=x: m.nonzero_coordinates(x, max_count=MOST)
+        nz[f"{tag}{lib} cpu"] = lambda m=m, x=x: m.nonzero_coordinates(x, device="cpu")
         # Literal parameters, as users write them (the NumPy peer's slices are too).
         sl[f"{tag}{lib}"] = lambda m=m, c=c: m.slice1(c, (2, 3, 4), (10, 10, 10), (-1, 1, 1))
         sl[f"{tag}{lib} out"] = lambda m=m, c=c, os_=os_: m.slice1(
@@ -103,6 +104,7 @@ ratios = [
     ("numpy list", "numpy"),
     ("torch list", "torch"),
     ("numpy max_count", "numpy"),
+    ("torch cpu", "torch"),
     ("numpy arrays", "numpy"),
     ("torch arrays", "torch"),
     ("torch Size", "torch"),

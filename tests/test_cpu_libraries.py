@@ -128,6 +128,26 @@ def test_torch_size_parameters_take_the_kept_runner(monkeypatch):
     assert len(full) == 3
 
 
+def test_device_cpu_takes_the_runner_of_no_device(monkeypatch):
+    """``device="cpu"`` for a PyTorch CPU tensor or a JAX CPU array is the call without
+    it: a repeat finds the same runner (every such call took the full path, 4-7x a
+    repeat's time), and gives the library's arrays with the window of each input."""
+    full = count_full_calls(monkeypatch)
+    w = ((1, 0), (3, 6), (-1, 2))
+    for k in range(3):
+        h = np.arange(24, dtype=np.float32).reshape(4, 6) * (k + 1)
+        h[0] = 0
+        for x in (torch.from_numpy(h), jax.numpy.asarray(h)):
+            for device in (None, "cpu"):
+                got = dmlnumba.slice1(x, *w, device=device)
+                assert type(got) is type(x)
+                np.testing.assert_array_equal(np.asarray(got), h[3:0:-1, ::2])
+                count, coords = dmlnumba.nonzero_coordinates(x, device=device)
+                assert type(coords) is type(x) and int(count[0]) == 18
+                np.testing.assert_array_equal(np.asarray(coords)[:18], np.argwhere(h))
+    assert len(full) == 4  # each operator's first call of each library
+
+
 def _check_all(t, w):
     """slice1, nonzero_coordinates and argwhere of ``t``, and slice_grad of ``t`` (as a
     gradient, into twice its shape) against NumPy's answers."""

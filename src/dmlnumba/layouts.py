@@ -21,7 +21,8 @@ def layout_key(input, device, stream):
     """The layout part of a repeated call's key, for calls into new outputs on the
     input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
     device), PyTorch tensors (CUDA ones, and CPU ones that do not require grad), JAX
-    arrays on one device, CuPy arrays and numba device arrays.  None for anything else
+    arrays on one device, CuPy arrays and numba device arrays; with no ``device``, or
+    ``"cpu"`` for a CPU tensor or JAX array (the same key).  None for anything else
     (those calls take the full path every time)."""
     if stream is not None:
         return None
@@ -36,18 +37,27 @@ def layout_key(input, device, stream):
                 dev = dispatch._cuda.current_device()
                 return (tp, input.dtype, input.shape, input.strides, device, dev, config.GENERATION)
         return None
-    if device is not None:
+    # device="cpu" names where a CPU tensor or JAX array is already: the call of no
+    # device's key (any other device: no runner).
+    cpu = device is not None
+    if cpu and not (type(device) is str and device == "cpu"):
         return None
     lib = library(input)
     if lib == "torch":
         global _Tensor
         _Tensor = _modules["torch"].Tensor  # (the next plain tensor's key: fast_key)
+        if cpu and not input.is_cpu:
+            return None
         return _torch_layout(input, tp, input.requires_grad)
+    if cpu and lib != "jax":
+        return None
     if lib == "jax":  # on one device: the CPU, or a GPU (its runner keyed per GPU)
         devices = input.devices()
         if len(devices) != 1:
             return None
         (d,) = devices
+        if cpu and d.platform != "cpu":
+            return None
         x64 = _modules["jax"].config.jax_enable_x64  # (how JAX holds 64-bit results)
         where = -1 if d.platform == "cpu" else d.id
         return (tp, input.dtype, input.shape, where, x64, config.GENERATION)
@@ -112,11 +122,16 @@ _Numba: Any = None
 
 def fast(input, out, device, stream):
     """Whether :func:`fast_key` answers for this call: a plain PyTorch tensor or CuPy
-    array, no device or stream, and ``out`` None, a NumPy array or of the input's type."""
+    array, no stream, no device (or ``"cpu"`` for a CPU tensor: the same call), and
+    ``out`` None, a NumPy array or of the input's type."""
     tp = type(input)
     if tp is not _Tensor and tp is not _Cupy and tp is not _Numba:
         return False
-    if device is not None or stream is not None:
+    if stream is not None:
+        return False
+    if device is not None and not (
+        tp is _Tensor and type(device) is str and device == "cpu" and input.is_cpu
+    ):
         return False
     return out is None or type(out) is tp or type(out) is _ndarray
 
