@@ -21,7 +21,7 @@ from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, refuse_read_only, slice1, slice1_runner
 from .threads import one_thread
-from .views import library_give, library_runner
+from .views import library_give, library_runner, out_view
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -141,9 +141,10 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
         return run
     may_share = np.may_share_memory
     bytes_view = by_bytes(first)
+    view = out_view()
 
     def run_out(x, o):
-        a = o if type(o) is np.ndarray else o.numpy()  # a PyTorch CPU tensor's memory
+        a = view(o)  # (a PyTorch CPU tensor's memory: the last small one's view kept)
         refuse_read_only(a, "slice_grad")  # (the key holds no flag: asked of every call)
         if may_share(x, a):
             return None
