@@ -55,12 +55,12 @@ def torch_out(o, dtype, name, f):
     return o
 
 
-def torch_written(*tensors):
-    """Bump the version counters of the PyTorch tensors that a call writes, as
-    PyTorch's in-place ops do, so that autograd refuses to use a saved copy that was
-    overwritten (no-op for inference tensors, which have none); in one call of
-    PyTorch's (a tuple: given a tensor, it would iterate over its elements)."""
-    _modules["torch"]._C._increment_version(tensors)
+def torch_written(o):
+    """Bump the version counter of a PyTorch tensor that a call writes, as PyTorch's
+    in-place ops do, so that autograd refuses to use a saved copy that was
+    overwritten (no-op for inference tensors, which have none).  A sequence: given
+    a tensor, PyTorch's function would iterate over its elements."""
+    _modules["torch"]._C._increment_version((o,))
 
 
 def check_jax_fits(shape, dtype, f):

@@ -218,17 +218,14 @@ def _given(out_count, out_coordinates, cnt, crd, dtype):
     """A runner's results: the caller's outputs (PyTorch tensors marked written, as
     PyTorch's in-place ops mark theirs), the new arrays ``cnt`` and ``crd`` where none
     was given (viewed as ``dtype``, unless None)."""
-    marks: tuple = ()
     if cnt is not None:
         out_count = cnt if dtype is None else cnt.view(dtype)
     elif type(out_count) is not _ndarray:
-        marks = (out_count,)
+        torch_written(out_count)
     if crd is not None:
         out_coordinates = crd if dtype is None else crd.view(dtype)
     elif type(out_coordinates) is not _ndarray:
-        marks += (out_coordinates,)
-    if marks:
-        torch_written(*marks)
+        torch_written(out_coordinates)
     return out_count, out_coordinates
 
 

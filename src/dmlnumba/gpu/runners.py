@@ -159,9 +159,10 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
 
 
 def _mark(*tensors):
-    """Bump the version counters of the given PyTorch tensors that a call wrote (None:
-    not one of them)."""
-    torch_written(*[t for t in tensors if t is not None])
+    """Bump the version counters of the given PyTorch tensors that a call wrote."""
+    for t in tensors:
+        if t is not None:
+            torch_written(t)
 
 
 def slice1_runner(x, starts, steps, out_shape, lib, out=None):
