@@ -236,11 +236,13 @@ def window(op, input, a, b, c, d, out, device, stream):
                     flat = None
                     break
     if flat is not None:
-        value_key = (op, layout, len(a), len(b), -1 if d is None else len(c), flat)
+        la, lb, n = len(a), len(b), -1 if d is None else len(c)
     else:
-        value_key = _value_key(op, layout, a, b, c, d)
-        if value_key is None:
+        other = _other_values(a, b, c, d)
+        if other is None:
             return None, None
+        la, lb, n, flat = other
+    value_key = (op, layout, la, lb, n, flat)
     run = runners.get(value_key)
     if run is not None:
         if id_key is not None:
@@ -274,14 +276,15 @@ def _values(p):
     return out
 
 
-def _value_key(op, layout, a, b, c, d):
-    """:func:`window`'s value key of parameters in another form than lists or tuples of
-    Python ints (:func:`_values`), the same key as theirs; None where one has none."""
+def _other_values(a, b, c, d):
+    """``(len(a), len(b), n, flat)`` of :func:`window`'s value key for parameters in
+    another form than lists or tuples of Python ints (:func:`_values`), as ``window``
+    reads those (``n``: ``len(c)``, -1 without ``d``); None where one makes no key."""
     va, vb, vc = _values(a), _values(b), _values(c)
     vd = [] if d is None else _values(d)
     if va is None or vb is None or vc is None or vd is None:
         return None
-    return (op, layout, len(va), len(vb), -1 if d is None else len(vc), tuple(va + vb + vc + vd))
+    return len(va), len(vb), -1 if d is None else len(vc), tuple(va + vb + vc + vd)
 
 
 def _scalar(v):
