@@ -4,7 +4,7 @@ import contextlib
 
 import numpy as np
 import pytest
-from conftest import tiny_blocks
+from conftest import count_full_calls, tiny_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -765,13 +765,9 @@ def test_repeated_numpy_calls_reuse_their_runner(monkeypatch):
     itself, and its runner must be the one ``device="cpu"`` calls (through
     ``keys.nonzero``) find.  Arguments that only look alike (a float width, a bool
     max_count) take the full path and its errors."""
-    from dmlnumba import keys, prepare
-    from dmlnumba.caches import Bounded
+    from dmlnumba import keys
 
-    monkeypatch.setattr(keys, "runners", Bounded())
-    full = []
-    real = prepare.nonzero
-    monkeypatch.setattr(prepare, "nonzero", lambda *a, **k: (full.append(1), real(*a, **k))[1])
+    full = count_full_calls(monkeypatch)
     rng = np.random.default_rng(11)
     x = fill(rng, np.float32, 1000, 0.5)
     dmlnumba.nonzero_coordinates(x)

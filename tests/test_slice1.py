@@ -600,13 +600,7 @@ def test_numpy_integer_parameters_take_the_kept_runner(device, monkeypatch):
 def test_device_cpu_repeats_take_the_numpy_runner(monkeypatch):
     """A NumPy call with ``device="cpu"`` finds the runner a call without it kept (the
     same key), into new arrays and into ``out=``, and gives the window of each input."""
-    from dmlnumba import keys, prepare
-    from dmlnumba.caches import Bounded
-
-    monkeypatch.setattr(keys, "runners", Bounded())
-    full = []
-    real = prepare.slice1
-    monkeypatch.setattr(prepare, "slice1", lambda *a, **k: (full.append(1), real(*a, **k))[1])
+    full = count_full_calls(monkeypatch)
     w = ((1, 0), (3, 6), (-1, 2))
     out = np.empty((3, 3), np.float32)
     for k in range(3):
