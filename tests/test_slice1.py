@@ -584,6 +584,8 @@ def test_numpy_integer_parameters_take_the_kept_runner(device, monkeypatch):
         window((0, 0), (4, 6), np.array([True, True]))
     with pytest.raises(TypeError, match="float64"):
         window((0, 0), (4, 6), (np.float64(1.0), -2))
+    with pytest.raises(ValueError, match=r"^slice1\(\): strides must be one-dimensional"):
+        window((0, 0), (4, 6), np.array([[1, -2]]))  # (its rows are no key's values)
     np.testing.assert_array_equal(window((0, 0), (4, 6), (_LyingInt(1), -2)), h[:, ::-2])
     np.testing.assert_array_equal(window((0, 0), (4, 6), (2, -2)), h[::2, ::-2])
     before = len(full)
