@@ -1,6 +1,7 @@
 """Per-call time of small CUDA nonzero calls as users make them: a default call on a
 1000-element float32 input (50% non-zero), 1000 calls back to back then one sync,
-for PyTorch, CuPy and numba inputs and NumPy with ``device="cuda"``, beside a CUDA
+for PyTorch, CuPy and numba inputs and NumPy with ``device="cuda"`` (and
+``"cuda:0"``; PyTorch with ``device="cuda"``, the same call), beside a CUDA
 graph replay of the same call (PyTorch), torch.nonzero and torch.nonzero_static (the
 sync-free peer, 1000 rows); then the same calls into
 preallocated outputs of the input's library (``out_count=``/``out_coordinates=``),
@@ -78,6 +79,8 @@ cases = {
     "CuPy": lambda: dmlnumba.nonzero_coordinates(xc),
     "numba": lambda: dmlnumba.nonzero_coordinates(xn),
     'NumPy, device="cuda"': lambda: dmlnumba.nonzero_coordinates(h, device="cuda"),
+    'NumPy, device="cuda:0"': lambda: dmlnumba.nonzero_coordinates(h, device="cuda:0"),
+    'PyTorch, device="cuda"': lambda: dmlnumba.nonzero_coordinates(xt, device="cuda"),
     "PyTorch, graph replay": g.replay,
     "torch.nonzero (syncs)": lambda: torch.nonzero(xt),
     "torch.nonzero_static": lambda: torch.nonzero_static(xt, size=1000),
@@ -101,6 +104,8 @@ if args.old:
         "CuPy": lambda: m.nonzero_coordinates(xc),
         "numba": lambda: m.nonzero_coordinates(xn),
         'NumPy, device="cuda"': lambda: m.nonzero_coordinates(h, device="cuda"),
+        'NumPy, device="cuda:0"': lambda: m.nonzero_coordinates(h, device="cuda:0"),
+        'PyTorch, device="cuda"': lambda: m.nonzero_coordinates(xt, device="cuda"),
         "PyTorch out": lambda: m.nonzero_coordinates(xt, out_count=oc, out_coordinates=ox),
     }
     for k in inputs:

@@ -137,7 +137,8 @@ def test_device_cpu_takes_the_runner_of_no_device(monkeypatch):
     for k in range(3):
         h = np.arange(24, dtype=np.float32).reshape(4, 6) * (k + 1)
         h[0] = 0
-        for x in (torch.from_numpy(h), jax.numpy.asarray(h)):
+        on_cpu = jax.device_put(h, jax.devices("cpu")[0])  # (a GPU machine's default: its GPU)
+        for x in (torch.from_numpy(h), on_cpu):
             for device in (None, "cpu"):
                 got = dmlnumba.slice1(x, *w, device=device)
                 assert type(got) is type(x)
@@ -146,6 +147,10 @@ def test_device_cpu_takes_the_runner_of_no_device(monkeypatch):
                 assert type(coords) is type(x) and int(count[0]) == 18
                 np.testing.assert_array_equal(np.asarray(coords)[:18], np.argwhere(h))
     assert len(full) == 4  # each operator's first call of each library
+    for x in (torch.from_numpy(h), on_cpu):
+        for d in ("cuda", "cuda:0"):  # (a copy to a GPU: the full path, every time)
+            assert keys.window("slice1", x, *w, None, None, d, None)[0] is None
+            assert keys.nonzero("nonzero_coordinates", x, None, np.uint32, None, d, None)[0] is None
 
 
 def _check_all(t, w):

@@ -7,6 +7,7 @@ import pytest
 from interpreter import run_python
 
 import dmlnumba
+from dmlnumba import keys
 
 from devices import CUDA, SIM
 
@@ -181,3 +182,109 @@ def test_cuda_kernels_compile_and_load_once_when_threads_race(monkeypatch):
         t.join()
     assert len(calls) == 2 and most[0] == 1  # one compile, one load, never two at once
     assert got == [(k, "handle")] * 8
+
+
+def test_device_strings_name_places_as_the_checks_read_them():
+    """The key's reading of ``device`` (:func:`dmlnumba.layouts.place`) is the checks':
+    the same strings name the CPU, a CUDA array's own GPU or GPU N, and every other
+    value (a string that is no device, a non-ASCII digit, a str subclass, an object
+    that says it equals "cpu") names nothing, so that its call takes the full path,
+    which says what is wrong."""
+    from dmlnumba.dispatch import parse_device
+    from dmlnumba.layouts import place
+
+    class Str(str):
+        pass
+
+    for s in ("cpu", " CPU", "cuda", "Cuda", "cuda:0", "cuda:12 ", "cuda:", "cuda:٣", "gpu", ""):
+        try:
+            want = parse_device(s, "f")
+        except ValueError:
+            want = False
+        else:
+            want = "cpu" if want[0] == "cpu" else (-1 if want[1] is None else want[1])
+        for _ in range(2):  # (the second from the kept answers)
+            assert place(s) == want and type(place(s)) is type(want)
+
+    class Cpu:
+        def __eq__(self, other):
+            return True
+
+        __hash__ = object.__hash__
+
+    for odd in (Str("cpu"), Cpu(), 0, b"cpu"):
+        assert place(odd) is False
+    x = np.arange(6.0)
+    dmlnumba.slice1(x, (0,), (3,), (1,))
+    dmlnumba.nonzero_coordinates(x)
+    with pytest.raises(TypeError, match=r"^slice1\(\): device must be a string"):
+        dmlnumba.slice1(x, (0,), (3,), (1,), device=Cpu())
+    with pytest.raises(TypeError, match=r"^nonzero_coordinates\(\): device must be a string"):
+        dmlnumba.nonzero_coordinates(x, device=Cpu())
+
+
+@pytest.mark.skipif(not CUDA, reason="needs CUDA (a GPU or the simulator)")
+def test_a_device_naming_where_a_cuda_array_is_keys_the_call_without_it(monkeypatch):
+    """``device="cuda"`` (or ``"cuda:N"`` of the array's own GPU) for a CUDA array is the
+    call without it: the same key, so a repeat takes the runner of no device (every
+    such call took the full path).  Another GPU's number, ``"cpu"``, and a NumPy input's
+    ``"cuda:N"`` (a runner of its own, per N) key differently.  On a real GPU, the
+    calls themselves: one full call per operator and library, right results (the
+    simulator: the NumPy input's keys; its arrays have none)."""
+    from conftest import count_full_calls
+    from numba import cuda
+
+    from devices import to_host
+
+    h = np.arange(24, dtype=np.float32).reshape(4, 6)
+    h[0] = 0
+    w = ((1, 0), (3, 6), (-1, 2))
+    arrays = []  # (the simulator's arrays have no key: its calls keep no runners)
+    if not SIM:
+        arrays.append(cuda.to_device(h))
+        torch = pytest.importorskip("torch")
+        arrays.append(torch.from_numpy(h).cuda())
+        try:
+            import cupy
+        except ImportError:
+            pass
+        else:
+            arrays.append(cupy.asarray(h))
+
+    def window_key(x, device):
+        return keys.window("slice1", x, *w, None, None, device, None)[0]
+
+    def nonzero_key(x, device):
+        return keys.nonzero("nonzero_coordinates", x, None, np.uint32, None, device, None)[0]
+
+    for x in arrays:
+        for key in (window_key, nonzero_key):
+            plain = key(x, None)
+            assert plain is not None
+            for d in ("cuda", "cuda:0", " CUDA:0"):
+                assert key(x, d) == plain
+            for d in ("cuda:1", "cpu"):
+                assert key(x, d) is None
+    dmlnumba.slice1(h, *w, device="cuda")  # (loads the CUDA target: "cuda" asks its device)
+    for key in (window_key, nonzero_key):
+        assert key(h, "cuda:0") not in (None, key(h, None), key(h, "cuda"), key(h, "cuda:1"))
+        assert key(h, "cuda:0") == key(h, "cuda:0")
+    if SIM:
+        return
+    full = count_full_calls(monkeypatch)
+    for x in arrays:
+        for d in (None, "cuda", "cuda:0", "cuda", "cuda:0"):
+            got = dmlnumba.slice1(x, *w, device=d)
+            assert type(got) is type(x)
+            np.testing.assert_array_equal(to_host(got), h[3:0:-1, ::2])
+            count, coords = dmlnumba.nonzero_coordinates(x, device=d)
+            assert type(coords) is type(x) and int(to_host(count)[0]) == 18
+            np.testing.assert_array_equal(to_host(coords)[:18], np.argwhere(h))
+    assert len(full) == 2 * len(arrays)  # each operator's first call of each library
+    for _ in range(2):
+        got = dmlnumba.slice1(h, *w, device="cuda:0")
+        np.testing.assert_array_equal(to_host(got), h[3:0:-1, ::2])
+        count, coords = dmlnumba.nonzero_coordinates(h, device="cuda:0")
+        np.testing.assert_array_equal(to_host(coords)[:18], np.argwhere(h))
+    assert len(full) == 2 * len(arrays) + 2
+

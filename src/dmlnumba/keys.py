@@ -64,7 +64,11 @@ def nonzero(
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
     layout: Any = None
-    numpy_cpu = type(input) is _ndarray and stream is None and (device is None or device == "cpu")
+    numpy_cpu = (
+        type(input) is _ndarray
+        and stream is None
+        and (device is None or (type(device) is str and device == "cpu"))
+    )
     plain = not numpy_cpu and fast(input, None, device, stream)  # (a NumPy call: no frame)
     if plain:
         layout = fast_key(input, None, False)  # (outputs asked below)
@@ -176,7 +180,7 @@ def window(op, input, a, b, c, d, out, device, stream):
     parameters' values (the value key)."""
     if (
         type(input) is _ndarray
-        and (device is None or device == "cpu")
+        and (device is None or (type(device) is str and device == "cpu"))
         and stream is None
         and (out is None or type(out) is _ndarray)
     ):  # NumPy on the CPU, the common repeated call (a NumPy out is never traced)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import config
+from . import config, dispatch
 from . import traced as _tr
 from .arrays import current_cupy_device, library
 from .traced import TRACED
@@ -17,39 +17,65 @@ _ndarray = np.ndarray
 _modules = sys.modules
 
 
+#: The places that device strings name, by string, as ``dispatch.parse_device`` reads
+#: them: ``"cpu"``; ``-1`` for ``"cuda"`` (a CUDA array's own GPU); ``N`` for
+#: ``"cuda:N"``; False for any other string (the full path says what is wrong).
+_PLACES: dict = {}
+
+
+def place(device):
+    """Where the ``device`` argument (not None) names, for a key: ``"cpu"``, a GPU
+    (``-1``: a CUDA array's own, or ``N``), or False (no runner: not a plain string,
+    or not a device)."""
+    if type(device) is not str:
+        return False
+    p = _PLACES.get(device)
+    if p is None:
+        d = device.strip().lower()
+        n = d[5:]
+        p = "cpu" if d == "cpu" else -1 if d == "cuda" else False
+        if d.startswith("cuda:") and n.isascii() and n.isdigit():
+            p = int(n)
+        if len(_PLACES) < 64:  # (a caller's strings are few; any more are read per call)
+            _PLACES[device] = p
+    return p
+
+
 def layout_key(input, device, stream):
     """The layout part of a repeated call's key, for calls into new outputs on the
     input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
-    device), PyTorch tensors (CUDA ones, and CPU ones that do not require grad), JAX
-    arrays on one device, CuPy arrays and numba device arrays; with no ``device``, or
-    ``"cpu"`` for a CPU tensor or JAX array (the same key).  None for anything else
-    (those calls take the full path every time)."""
+    device, ``"cuda:N"``: GPU N's), PyTorch tensors (CUDA ones, and CPU ones that do
+    not require grad), JAX arrays on one device, CuPy arrays and numba device arrays.
+    A ``device`` that names where the array already is (``"cpu"`` for a CPU tensor or
+    JAX array; ``"cuda"``, or ``"cuda:N"`` of its own GPU, for a CUDA tensor, CuPy or
+    numba array) gives the key of the call without it: the same call.  None for
+    anything else (those calls take the full path every time)."""
     if stream is not None:
         return None
     tp = type(input)
+    gpu = None if device is None else place(device)
+    if gpu is False:
+        return None
     if tp is _ndarray:
-        if device is None or device == "cpu":
+        if gpu is None or gpu == "cpu":
             return (tp, input.dtype, input.shape, input.strides, device, config.GENERATION)
-        if device == "cuda":
-            from . import dispatch  # the CUDA target, where a call has loaded it
-
-            if dispatch._cuda is not None:
-                dev = dispatch._cuda.current_device()
-                return (tp, input.dtype, input.shape, input.strides, device, dev, config.GENERATION)
-        return None
-    # device="cpu" names where a CPU tensor or JAX array is already: the call of no
-    # device's key (any other device: no runner).
-    cpu = device is not None
-    if cpu and not (type(device) is str and device == "cpu"):
-        return None
+        if gpu < 0:
+            cuda = dispatch._cuda  # the CUDA target, where a call has loaded it
+            if cuda is None:
+                return None
+            gpu = cuda.current_device()
+        return (tp, input.dtype, input.shape, input.strides, device, gpu, config.GENERATION)
+    cpu = gpu == "cpu"
     lib = library(input)
     if lib == "torch":
         global _Tensor
         _Tensor = _modules["torch"].Tensor  # (the next plain tensor's key: fast_key)
         if cpu and not input.is_cpu:
             return None
+        if gpu is not None and not cpu and not _on_gpu(input.is_cuda, input.get_device(), gpu):
+            return None
         return _torch_layout(input, tp, input.requires_grad)
-    if cpu and lib != "jax":
+    if gpu is not None and lib not in (("jax",) if cpu else ("cupy", "numba")):
         return None
     if lib == "jax":  # on one device: the CPU, or a GPU (its runner keyed per GPU)
         devices = input.devices()
@@ -64,13 +90,30 @@ def layout_key(input, device, stream):
     if lib == "cupy":
         global _Cupy
         _Cupy = _modules["cupy"].ndarray  # (the next plain array's key: fast_key)
-        return _cupy_layout(input, tp)
-    if lib == "numba":
+        key = _cupy_layout(input, tp)
+    elif lib == "numba":
         global _Numba
         if tp.__name__ == "DeviceNDArray":  # (the next plain array's key: fast_key)
             _Numba = tp
-        return _numba_layout(input, tp)
-    return None
+        key = _numba_layout(input, tp)
+    else:
+        return None
+    if gpu is not None and key is not None and not _on_gpu(True, key[4], gpu):
+        return None
+    return key
+
+
+def _tensor_there(t, where):
+    """Whether the tensor ``t`` is where ``where`` (a :func:`place`) names."""
+    if where == "cpu":
+        return t.is_cpu
+    return where is not False and _on_gpu(t.is_cuda, t.get_device(), where)
+
+
+def _on_gpu(cuda, dev, gpu):
+    """Whether a CUDA array (``cuda``) on device ``dev`` is where ``gpu`` (a
+    :func:`place`: -1, its own GPU, or N) names."""
+    return cuda and (gpu < 0 or gpu == dev)
 
 
 def _torch_layout(t, tp, rg):
@@ -122,16 +165,14 @@ _Numba: Any = None
 
 def fast(input, out, device, stream):
     """Whether :func:`fast_key` answers for this call: a plain PyTorch tensor or CuPy
-    array, no stream, no device (or ``"cpu"`` for a CPU tensor: the same call), and
-    ``out`` None, a NumPy array or of the input's type."""
+    array, no stream, no device (or for a tensor, one that names where it is: the same
+    call), and ``out`` None, a NumPy array or of the input's type."""
     tp = type(input)
     if tp is not _Tensor and tp is not _Cupy and tp is not _Numba:
         return False
     if stream is not None:
         return False
-    if device is not None and not (
-        tp is _Tensor and type(device) is str and device == "cpu" and input.is_cpu
-    ):
+    if device is not None and not (tp is _Tensor and _tensor_there(input, place(device))):
         return False
     return out is None or type(out) is tp or type(out) is _ndarray
 
