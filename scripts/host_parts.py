@@ -21,7 +21,6 @@ from dmlnumba import keys
 from dmlnumba._internals import function_handle
 from dmlnumba.gpu import memory
 from dmlnumba.gpu.plans import _NO_STATUS
-from dmlnumba.gpu.streams import core_stream
 
 x = torch.rand(10, 10, 10, device="cuda")
 x[x < 0.5] = 0
@@ -32,7 +31,6 @@ torch.cuda.synchronize()
 f = "nonzero_coordinates"
 _, run = keys.nonzero(f, x, None, np.uint32, None, None, None)
 _, run_host = keys.nonzero(f, h, None, np.uint32, None, "cuda", None)
-pool, stream = memory.pool(0), core_stream(0)
 # The runner's launch: its plan's launcher and the addresses of one call.
 cells = dict(zip(run.__code__.co_freevars, (c.cell_contents for c in run.__closure__)))
 plan, handle = cells["go"].__self__, cells["handle"]
@@ -52,15 +50,12 @@ empty_f = function_handle(next(iter(empty.overloads.values())))
 raw_stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
 
 
-def alloc_free():
-    b = pool.allocate(4096, stream=stream)
-    b.close(stream)
+def alloc_free():  # a staged input's memory, as the runner takes and gives it back
+    memory.unstage(memory.stage(4096, 0, 0), 0)
 
 
 def upload():
-    b = pool.allocate(4096, stream=stream)
-    driver.cuMemcpyHtoDAsync(int(b.handle), h.ctypes.data, h.nbytes, 0)
-    b.close(stream)
+    memory.unstage(memory.upload(h, 0, 0), 0)
 
 
 raw = torch._C._cuda_getCurrentRawStream

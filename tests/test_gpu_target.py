@@ -8,8 +8,9 @@ from interpreter import run_python
 
 import dmlnumba
 from dmlnumba import keys
+from dmlnumba.caches import Bounded
 
-from devices import CUDA, SIM
+from devices import CUDA, SIM, needs_real_gpu
 
 pytestmark = pytest.mark.boundscheck  # CI runs these again with NUMBA_BOUNDSCHECK=1
 
@@ -288,3 +289,56 @@ def test_a_device_naming_where_a_cuda_array_is_keys_the_call_without_it(monkeypa
         np.testing.assert_array_equal(to_host(coords)[:18], np.argwhere(h))
     assert len(full) == 2 * len(arrays) + 2
 
+
+@needs_real_gpu
+def test_staged_inputs_are_given_back_to_the_pool(monkeypatch):
+    """A NumPy input sent to the GPU is staged in memory of the device's pool, given
+    back after the launch on every path (the runner, the general path), and when the
+    call stops between staging and the launch (an interrupt): the pool's memory in
+    use is what it was."""
+    import gc
+
+    from cuda.bindings import driver
+    from numba import cuda
+
+    from dmlnumba.gpu import memory, plans
+
+    attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+
+    def used():
+        gc.collect()  # (results of earlier calls: memory of the same pool)
+        cuda.synchronize()
+        err, v = driver.cuMemPoolGetAttribute(memory.pool(0).handle, attr)
+        assert not err
+        return int(v)
+
+    stop = [False]
+    real = plans.NonzeroPlan.launch
+
+    def launch(self, *a, **k):
+        if stop[0]:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(plans.NonzeroPlan, "launch", launch)
+    monkeypatch.setattr(keys, "runners", Bounded())  # the runner binds the patched launch
+    h = np.arange(4096, dtype=np.float32) % 3
+    want = np.argwhere(h)
+    w = ((1,), (4000,), (-2,))
+    for _ in range(2):  # the full path, then the runner each call keeps
+        assert int(dmlnumba.nonzero_coordinates(h, device="cuda")[0].copy_to_host()[0]) == len(want)
+        np.testing.assert_array_equal(
+            dmlnumba.slice1(h, *w, device="cuda").copy_to_host(), h[4000:0:-2]
+        )
+    before = used()
+    for stream in (None, 0):  # the runner; a stream: the general path
+        for _ in range(20):
+            count, coords = dmlnumba.nonzero_coordinates(h, device="cuda", stream=stream)
+            np.testing.assert_array_equal(coords.copy_to_host()[: len(want)], want)
+            dmlnumba.slice1(h, *w, device="cuda", stream=stream)
+        stop[0] = True
+        with pytest.raises(KeyboardInterrupt):
+            dmlnumba.nonzero_coordinates(h, device="cuda", stream=stream)
+        stop[0] = False
+        del count, coords
+        assert used() == before

@@ -163,21 +163,43 @@ def zero_bytes(ptr, nbytes, handle):
         check(driver.cuMemsetD8Async(ptr, 0, nbytes, handle)[0], "cuMemsetD8Async")
 
 
-_htod: Any = None  # cuMemcpyHtoDAsync, looked up by the first upload
+_driver: Any = None  # cuda.bindings.driver, bound by the first staged input
+_pool_handles: dict = {}  # device -> its stream-ordered pool's CUmemoryPool
 
 
 def upload(host, handle, device=None):
-    """A C-contiguous NumPy array copied to a new pool buffer on the stream:
-    ``(buffer, address)``.  The copy reads pageable memory, so the driver has taken
-    the bytes when this returns."""
-    global _htod
-    if _htod is None:
+    """A C-contiguous NumPy array copied to new memory of the device's stream-ordered
+    pool (:func:`stage`) on the stream: its address.  The copy reads pageable
+    memory, so the driver has taken the bytes when this returns; the array itself
+    is the copy's source (its buffer, which the bindings read without the ctypes
+    object of ``host.ctypes.data``, 0.9 us a call)."""
+    ptr = stage(host.nbytes, handle, device)
+    if host.nbytes:
+        (err,) = _driver.cuMemcpyHtoDAsync(ptr, host, host.nbytes, handle)
+        check(err, "cuMemcpyHtoDAsync")
+    return ptr
+
+
+def stage(nbytes, handle, device=None):
+    """The address of ``nbytes`` (at least 1) of the device's stream-ordered pool,
+    allocated on the stream, for a call's staged input; :func:`unstage` gives them
+    back.  The driver's calls themselves, not cuda.core's buffer objects (1.0 us less
+    a call, docs/PERFORMANCE.md).  Never inside a capture: the callers refuse first."""
+    global _driver
+    if _driver is None:
         from cuda.bindings import driver
 
-        _htod = driver.cuMemcpyHtoDAsync
-    buf = pool_buffer(host.nbytes, handle, device)
-    ptr = int(buf.handle)
-    if host.nbytes:
-        (err,) = _htod(ptr, host.ctypes.data, host.nbytes, handle)
-        check(err, "cuMemcpyHtoDAsync")
-    return buf, ptr
+        _driver = driver
+    dev = device_id(device)
+    ph = _pool_handles.get(dev)
+    if ph is None:
+        ph = _pool_handles[dev] = pool(dev).handle
+    err, ptr = _driver.cuMemAllocFromPoolAsync(max(nbytes, 1), ph, handle)
+    check(err, "cuMemAllocFromPoolAsync")
+    return int(ptr)
+
+
+def unstage(ptr, handle):
+    """Give the staged memory at ``ptr`` back to its pool on the stream, after the
+    work queued there (which reads it)."""
+    check(_driver.cuMemFreeAsync(ptr, handle)[0], "cuMemFreeAsync")

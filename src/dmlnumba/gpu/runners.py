@@ -13,7 +13,7 @@ import numpy as np
 from ..interop import torch_written
 from ..layout import c_strides, scatter_window
 from .devices import context_handle, on
-from .memory import current_context, numba_context, pool, scratch, upload, zero_bytes
+from .memory import current_context, numba_context, pool, scratch, unstage, upload, zero_bytes
 from .plans import fill_plan, grad_plan, nonzero_plan, one_pass, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture, torch_current_stream, torch_module, torch_of
@@ -22,9 +22,10 @@ from .views import DeviceView, strided_view, to_jax
 _modules = sys.modules
 
 
-def _release(buf, handle):
-    if buf is not None:
-        buf.close(core_stream(handle))
+def _release(staged, handle):
+    """Give a call's staged input (its address, 0 for none) back on the stream."""
+    if staged:
+        unstage(staged, handle)
 
 
 def _new_view(shape, dtype):
@@ -49,16 +50,17 @@ def _bare(x):
 
 def _source(x, ptr_of, func):
     """A runner's input: ``(layout, read)``, ``read(obj, handle)`` giving ``(address,
-    buffer to free after the launch or None)``.  A NumPy input sent to the GPU is
-    uploaded, C-contiguous, per call (refused inside a capture)."""
+    staged)``, ``staged`` the address to give back after the launch (0: none).  A
+    NumPy input sent to the GPU is uploaded, C-contiguous, per call (refused inside a
+    capture)."""
     if x.host is None:
-        return x, lambda obj, handle: (ptr_of(obj), None)
+        return x, lambda obj, handle: (ptr_of(obj), 0)
     dev = x.device
 
     def read(obj, handle):
         refuse_capture(handle, func, "copies a NumPy input to the GPU")
-        buf, ptr = upload(np.ascontiguousarray(obj), handle, dev)
-        return ptr, buf
+        ptr = upload(np.ascontiguousarray(obj), handle, dev)
+        return ptr, ptr
 
     return _new_view(x.shape, x.dtype), read
 
@@ -134,23 +136,23 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
         h = handle()
         # The input first: a NumPy input's upload is refused inside a capture before
         # anything is allocated (an allocation there would end the capture).
-        xp, buf = read(obj, h)
-        c = new_count() if new_count is not None else out_count
-        xs = new_coords() if new_coords is not None else out_coordinates
-        cp, op = cget(c), oget(xs)
-        if given:  # (an input whose bytes a given output may meet is never a staged one)
-            if cr is not None and orr is not None and not _apart(cp, cr, op, orr):
-                if buf is not None:
-                    _release(buf, h)
-                return None
-            if xr is not None:
-                if cr is not None and not _apart(xp, xr, cp, cr):
+        xp, staged = read(obj, h)
+        try:  # (a staged input given back whatever happens: an interrupt, no memory)
+            c = new_count() if new_count is not None else out_count
+            xs = new_coords() if new_coords is not None else out_coordinates
+            cp, op = cget(c), oget(xs)
+            if given:  # (an input whose bytes a given output may meet is never a staged one)
+                if cr is not None and orr is not None and not _apart(cp, cr, op, orr):
                     return None
-                if orr is not None and not _apart(xp, xr, op, orr):
-                    return None
-        go(h, xp, op, cp, scr, ctx)
-        if buf is not None:
-            _release(buf, h)
+                if xr is not None:
+                    if cr is not None and not _apart(xp, xr, cp, cr):
+                        return None
+                    if orr is not None and not _apart(xp, xr, op, orr):
+                        return None
+            go(h, xp, op, cp, scr, ctx)
+        finally:
+            if staged:
+                unstage(staged, h)
         if cmark or omark:  # as PyTorch's in-place ops mark the tensors they write
             _mark(c if cmark else None, xs if omark else None)
         return (c, xs) if give is None else (give(c), give(xs))
@@ -230,18 +232,20 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None, plan=slic
             with on(dev):
                 return run(obj, out, True)
         h = handle()
-        xp, buf = read(obj, h)  # first: a NumPy input's upload is refused inside a capture
-        o = new_out() if new_out is not None else out
-        op = oget(o)
-        if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
-            return None
-        if nbytes:
-            zero_bytes(op + low, nbytes, h)
-        for fill, at in fills:
-            fill(h, op + at, op + at, ctx)
-        go(h, xp, op + off, ctx)
-        if buf is not None:
-            _release(buf, h)
+        xp, staged = read(obj, h)  # first: a NumPy input's upload is refused inside a capture
+        try:  # (a staged input given back whatever happens)
+            o = new_out() if new_out is not None else out
+            op = oget(o)
+            if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
+                return None
+            if nbytes:
+                zero_bytes(op + low, nbytes, h)
+            for fill, at in fills:
+                fill(h, op + at, op + at, ctx)
+            go(h, xp, op + off, ctx)
+        finally:
+            if staged:
+                unstage(staged, h)
         if mark:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
         return o if give is None else give(o)

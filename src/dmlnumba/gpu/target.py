@@ -30,13 +30,7 @@ from ..validation import shares_memory as shares_memory_exact
 from ..validation import uint_of_size
 from . import tile_status as ts
 from .devices import current_device, on, peer_copy
-from .memory import (  # noqa: F401  (the target's interface)
-    current_context,
-    pool_buffer,
-    scratch,
-    upload,
-    zero_bytes,
-)
+from .memory import current_context, scratch, stage, upload, zero_bytes  # noqa: F401
 from .plans import _arg, fill_plan, grad_plan, nonzero_plan, one_pass, slice_plan
 from .runners import _release, nonzero_runner, slice1_runner  # noqa: F401  (the interface)
 from .runners import slice_grad_runner as grad_runner
@@ -112,20 +106,21 @@ def empty(shape, dtype, stream, like, lib=None, func="dmlnumba"):
 
 def _materialize(v, handle, func):
     """Copy a staged input to the call's device (a NumPy input uploaded, one on
-    another GPU copied over): ``(view, buffer)`` (the buffer, or None, to free on
-    the stream after the launch).  Runs with the call's device current."""
+    another GPU copied over): ``(view, staged)`` (the staged memory's address to give
+    back on the stream after the launch, 0 for none: :func:`_release`).  Runs with the
+    call's device current."""
     if v.home is not None:
         return _fetch(v, handle, func)
     if v.host is None:
-        return v, None
+        return v, 0
     refuse_capture(handle, func, "copies a NumPy input to the GPU")
     h = np.ascontiguousarray(v.host)
     if SIM:
         d = cuda.to_device(h if all(st >= 0 for st in h.strides) else h.copy())
-        return view_of(d), None
-    buf, ptr = upload(h, handle, v.device)
+        return view_of(d), 0
+    ptr = upload(h, handle, v.device)
     strides = tuple(st * h.itemsize for st in c_strides(h.shape))
-    return DeviceView(buf, h.shape, strides, h.dtype, ptr, False, v.device), buf
+    return DeviceView(None, h.shape, strides, h.dtype, ptr, False, v.device), ptr
 
 
 def _fetch(v, handle, func):
@@ -135,12 +130,15 @@ def _fetch(v, handle, func):
     refuse_capture(handle, func, "copies its input from another GPU")
     p, span, _, _ = flat(v)
     n = span * v.itemsize
-    buf = pool_buffer(n, handle, v.device)
-    q = int(buf.handle)
-    src_stream = call_stream(v.lib, None, DeviceView(v.obj, (), (), v.dtype, 0, True, v.home))
-    peer_copy(q, v.device, p, v.home, n, src_stream, handle)
-    view = DeviceView(buf, v.shape, v.strides, v.dtype, q + (v.ptr - p), False, v.device, lib=v.lib)
-    return view, buf
+    q = stage(n, handle, v.device)
+    try:
+        src_stream = call_stream(v.lib, None, DeviceView(v.obj, (), (), v.dtype, 0, True, v.home))
+        peer_copy(q, v.device, p, v.home, n, src_stream, handle)
+    except BaseException:
+        _release(q, handle)
+        raise
+    at = q + (v.ptr - p)
+    return DeviceView(None, v.shape, v.strides, v.dtype, at, False, v.device, lib=v.lib), q
 
 
 # --------------------------------------------------------------------- the general path
@@ -148,14 +146,16 @@ def _fetch(v, handle, func):
 
 def slice1(x, starts, steps, out, stream, fresh=False, func="slice1"):
     with _context(x):
-        x, buf = _materialize(x, stream, func)
-        if not fresh and _overlaps(x, out):
-            tmp = view_of(new_array(None, out.shape, out.dtype, stream, x, func))
-            slice1(x, starts, steps, tmp, stream, func=func)
-            slice1(tmp, (0,) * out.ndim, (1,) * out.ndim, out, stream, func=func)
-        else:
-            slice_plan(x, starts, steps, out).launch(stream, x.ptr, out.ptr)
-        _release(buf, stream)
+        x, staged = _materialize(x, stream, func)
+        try:
+            if not fresh and _overlaps(x, out):
+                tmp = view_of(new_array(None, out.shape, out.dtype, stream, x, func))
+                slice1(x, starts, steps, tmp, stream, func=func)
+                slice1(tmp, (0,) * out.ndim, (1,) * out.ndim, out, stream, func=func)
+            else:
+                slice_plan(x, starts, steps, out).launch(stream, x.ptr, out.ptr)
+        finally:
+            _release(staged, stream)
 
 
 def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinates"):
@@ -172,11 +172,13 @@ def nonzero(x, width, count, coords, stream, limit=None, func="nonzero_coordinat
             else:
                 zero_bytes(cp + cbase * count.itemsize, count.itemsize, stream)
             return
-        x, buf = _materialize(x, stream, func)
-        plan = nonzero_plan(x, width, count, coords, limit)
-        out = coords if width else count
-        plan.launch(stream, x.ptr, out.ptr, count.ptr, _scratch(x))
-        _release(buf, stream)
+        x, staged = _materialize(x, stream, func)
+        try:
+            plan = nonzero_plan(x, width, count, coords, limit)
+            out = coords if width else count
+            plan.launch(stream, x.ptr, out.ptr, count.ptr, _scratch(x))
+        finally:
+            _release(staged, stream)
 
 
 def slice_grad(g, starts, steps, out, stream, zeroed=False):
@@ -188,9 +190,11 @@ def slice_grad(g, starts, steps, out, stream, zeroed=False):
         _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
         return
     with _context(g):
-        g, buf = _materialize(g, stream, "slice_grad")
-        grad_plan(g, starts, steps, out).launch(stream, g.ptr, out.ptr)
-        _release(buf, stream)
+        g, staged = _materialize(g, stream, "slice_grad")
+        try:
+            grad_plan(g, starts, steps, out).launch(stream, g.ptr, out.ptr)
+        finally:
+            _release(staged, stream)
 
 
 def slice_grad_runner(g, starts, steps, shape, lib, out=None):
