@@ -140,19 +140,19 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
 
         return run
     may_share = np.may_share_memory
-    bytes_view = by_bytes(first)
+    bytes_view = by_bytes(first)  # (asked of the first output: the key holds its layout)
     view = out_view()
+    ndarray = np.ndarray
 
     def run_out(x, o):
-        a = view(o)  # (a PyTorch CPU tensor's memory: the last small one's view kept)
-        refuse_read_only(a, "slice_grad")  # (the key holds no flag: asked of every call)
+        # A PyTorch CPU tensor's memory: the last small one's view kept.
+        a = o if type(o) is ndarray else view(o)
+        if not a.flags.writeable:  # (the key holds no flag: asked of every call)
+            refuse_read_only(a, "slice_grad")
         if may_share(x, a):
             return None
-        if not covers:
-            if bytes_view:  # (asked of the first output: the runner's key holds its layout)
-                a.view(_BYTES).fill(0)
-            else:
-                a.fill(0)  # (less a call than an assignment of 0)
+        if not covers:  # (a fill costs less than an assignment of 0)
+            (a.view(_BYTES) if bytes_view else a).fill(0)
         copy(x, a[idx])
         if a is not o:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
