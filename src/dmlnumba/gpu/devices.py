@@ -23,7 +23,7 @@ from typing import Any
 
 from numba import cuda
 
-from .memory import check, current_context
+from .memory import _device_ids, check, current_context, device_id
 from .sim import SIM
 
 _handles: dict[int, int] = {}  # device ordinal -> its primary context's handle
@@ -55,8 +55,6 @@ def current_device():
     thread has no current context yet)."""
     if SIM:
         return 0
-    from .memory import _device_ids, device_id
-
     dev = _device_ids.get(current())  # one query where the context's device is known
     return device_id(None) if dev is None else dev
 

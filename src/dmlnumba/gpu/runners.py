@@ -13,16 +13,7 @@ import numpy as np
 from ..interop import torch_written
 from ..layout import c_strides, scatter_window
 from .devices import context_handle, on
-from .memory import (
-    current_context,
-    device_id,
-    numba_context,
-    pool,
-    scratch,
-    unstage,
-    upload,
-    zero_bytes,
-)
+from .memory import current_context, numba_context, pool, scratch, unstage, upload, zero_bytes
 from .plans import fill_plan, grad_plan, nonzero_plan, one_pass, slice_plan
 from .sim import SIM
 from .streams import core_stream, refuse_capture, torch_current_stream, torch_module, torch_of
@@ -64,8 +55,7 @@ def _source(x, ptr_of, func):
     capture)."""
     if x.host is None:
         return x, lambda obj, handle: (ptr_of(obj), 0)
-    # ("cuda": the current device, which the key holds; asked here, not per call.)
-    dev = device_id(x.device)
+    dev = x.device
 
     def read(obj, handle):
         refuse_capture(handle, func, "copies a NumPy input to the GPU")
