@@ -70,9 +70,7 @@ def layout_key(input, device, stream):
     if lib == "torch":
         global _Tensor
         _Tensor = _modules["torch"].Tensor  # (the next plain tensor's key: fast_key)
-        if cpu and not input.is_cpu:
-            return None
-        if gpu is not None and not cpu and not _on_gpu(input.is_cuda, input.get_device(), gpu):
+        if gpu is not None and not _tensor_there(input, gpu):
             return None
         return _torch_layout(input, tp, input.requires_grad)
     if gpu is not None and lib not in (("jax",) if cpu else ("cupy", "numba")):
@@ -98,7 +96,7 @@ def layout_key(input, device, stream):
         key = _numba_layout(input, tp)
     else:
         return None
-    if gpu is not None and key is not None and not _on_gpu(True, key[4], gpu):
+    if gpu is not None and key is not None and not _on_gpu(True, key[4], gpu):  # (its device)
         return None
     return key
 
