@@ -1,7 +1,8 @@
 """Per-call time of small CUDA nonzero calls as users make them: a default call on a
 1000-element float32 input (50% non-zero), 1000 calls back to back then one sync,
 for PyTorch, CuPy and numba inputs and NumPy with ``device="cuda"`` (and
-``"cuda:0"``; PyTorch with ``device="cuda"``, the same call), beside a CUDA
+``"cuda:0"``; PyTorch with ``device="cuda"`` or its current stream passed as
+``stream=``, the same call), beside a CUDA
 graph replay of the same call (PyTorch), torch.nonzero and torch.nonzero_static (the
 sync-free peer, 1000 rows); then the same calls into
 preallocated outputs of the input's library (``out_count=``/``out_coordinates=``),
@@ -74,6 +75,7 @@ windows = {
 }
 inputs = {"PyTorch": xt, "CuPy": xc, "numba": xn}
 
+current = torch.cuda.current_stream()  # (passed as stream=, as nvmath-style callers do)
 cases = {
     "PyTorch": lambda: dmlnumba.nonzero_coordinates(xt),
     "CuPy": lambda: dmlnumba.nonzero_coordinates(xc),
@@ -81,6 +83,7 @@ cases = {
     'NumPy, device="cuda"': lambda: dmlnumba.nonzero_coordinates(h, device="cuda"),
     'NumPy, device="cuda:0"': lambda: dmlnumba.nonzero_coordinates(h, device="cuda:0"),
     'PyTorch, device="cuda"': lambda: dmlnumba.nonzero_coordinates(xt, device="cuda"),
+    "PyTorch, stream=": lambda: dmlnumba.nonzero_coordinates(xt, stream=current),
     "PyTorch, graph replay": g.replay,
     "torch.nonzero (syncs)": lambda: torch.nonzero(xt),
     "torch.nonzero_static": lambda: torch.nonzero_static(xt, size=1000),
@@ -106,6 +109,7 @@ if args.old:
         'NumPy, device="cuda"': lambda: m.nonzero_coordinates(h, device="cuda"),
         'NumPy, device="cuda:0"': lambda: m.nonzero_coordinates(h, device="cuda:0"),
         'PyTorch, device="cuda"': lambda: m.nonzero_coordinates(xt, device="cuda"),
+        "PyTorch, stream=": lambda: m.nonzero_coordinates(xt, stream=current),
         "PyTorch out": lambda: m.nonzero_coordinates(xt, out_count=oc, out_coordinates=ox),
     }
     for k in inputs:

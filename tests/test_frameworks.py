@@ -172,6 +172,38 @@ def _spin_kernel():
     )
 
 
+def _producer(lib, want, cycles):
+    """A side stream's producer of ``want`` (float32) for the stream-order tests, in
+    library ``lib``: ``(x, side, ctx, spin, copy)``, ``x`` zeros, ``side`` a
+    non-blocking stream, ``ctx()`` its library context, ``spin()`` about ``cycles``
+    clock cycles of a kernel on the current stream, ``copy()`` ``want`` into ``x`` there."""
+    n = len(want)
+    if lib == "torch":
+        torch = pytest.importorskip("torch")
+        src = torch.as_tensor(want, device="cuda")
+        x = torch.zeros(n, device="cuda")
+        side = torch.cuda.Stream()
+        return (
+            x,
+            side,
+            lambda: torch.cuda.stream(side),
+            lambda: torch.cuda._sleep(cycles),
+            lambda: x.copy_(src),
+        )
+    cupy = pytest.importorskip("cupy")
+    src = cupy.asarray(want)
+    x = cupy.zeros(n, cupy.float32)
+    side = cupy.cuda.Stream(non_blocking=True)
+    k = _spin_kernel()
+    return (
+        x,
+        side,
+        lambda: side,
+        lambda: k((1,), (1,), (np.int64(cycles),)),
+        lambda: x.__setitem__(Ellipsis, src),
+    )
+
+
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 @pytest.mark.parametrize("explicit", [False, True])
 def test_calls_are_ordered_on_the_callers_stream(lib, explicit):
@@ -182,25 +214,9 @@ def test_calls_are_ordered_on_the_callers_stream(lib, explicit):
     n = 1 << 20
     want = np.zeros(n, np.float32)
     want[3::7] = 1.5
-    if lib == "torch":
-        torch = pytest.importorskip("torch")
-        src = torch.as_tensor(want, device="cuda")
-        x = torch.zeros(n, device="cuda")
-        side = torch.cuda.Stream()
-        ctx = torch.cuda.stream(side)
-        spin = lambda: torch.cuda._sleep(500_000_000)  # noqa: E731  (about 0.3 s)
-        copy = lambda: x.copy_(src)  # noqa: E731
-    else:
-        cupy = pytest.importorskip("cupy")
-        src = cupy.asarray(want)
-        x = cupy.zeros(n, cupy.float32)
-        side = cupy.cuda.Stream(non_blocking=True)
-        ctx = side
-        k = _spin_kernel()
-        spin = lambda: k((1,), (1,), (np.int64(500_000_000),))  # noqa: E731
-        copy = lambda: x.__setitem__(Ellipsis, src)  # noqa: E731
+    x, side, ctx, spin, copy = _producer(lib, want, 500_000_000)  # (about 0.3 s)
     kw = {"stream": side} if explicit else {}
-    with ctx:
+    with ctx():
         spin()
         copy()
         count, coords = dmlnumba.nonzero_coordinates(x, **kw)
@@ -228,6 +244,69 @@ def test_explicit_stream_outside_the_current_one():
     count, coords = dmlnumba.nonzero_coordinates(x, stream=side)
     side.synchronize()
     assert int(count.to(torch.int64)[0]) == np.count_nonzero(want)
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_repeats_with_a_stream_take_its_runner_in_its_order(lib, monkeypatch):
+    """Repeated calls with ``stream=`` (the stream, or its raw handle) take the runner
+    their first call kept, bound to that stream: after a long producer on it (not the
+    current stream) and with no synchronization, each repeat reads the producer's
+    data, into new and given outputs.  A new output's block is PyTorch's allocator's
+    for that stream (the stream of its segment; CuPy's pool names none: its arrays
+    are allocated by the same step, inside CuPy's context of the stream)."""
+    from conftest import count_full_calls
+
+    full = count_full_calls(monkeypatch)
+    n = 1 << 16
+    want = np.zeros(n, np.float32)
+    want[3::7] = 1.5
+    x, side, ctx, spin, copy = _producer(lib, want, 100_000_000)
+    if lib == "torch":
+        import torch
+
+        handle, zero, i64 = side.cuda_stream, x.zero_, torch.int64
+        new = lambda shape, dt: torch.empty(shape, dtype=dt, device="cuda")  # noqa: E731
+    else:
+        import cupy
+
+        handle, zero, i64 = side.ptr, (lambda: x.fill(0)), np.int64
+        new = cupy.empty
+    oc, ox, out = new((1,), i64), new((n, 1), i64), new((n,), x.dtype)
+    expect = np.argwhere(want)
+    grad_want = np.zeros(n + 2, np.float32)
+    grad_want[1:-1] = want
+    for _ in range(2):
+        for s in (side, handle):
+            with ctx():
+                zero()
+                spin()
+                copy()
+            count, coords = dmlnumba.nonzero_coordinates(x, stream=s)
+            window = dmlnumba.slice1(x, (0,), (n,), (-1,), stream=s)
+            dmlnumba.nonzero_coordinates(
+                x, dtype=np.int64, out_count=oc, out_coordinates=ox, stream=s
+            )
+            dmlnumba.slice1(x, (0,), (n,), (1,), out=out, stream=s)
+            grad = dmlnumba.slice_grad(x, (n + 2,), (1,), (n,), (1,), stream=s)
+            side.synchronize()
+            assert int(_host(count).astype(np.int64)[0]) == len(expect)
+            np.testing.assert_array_equal(_host(coords)[: len(expect)], expect)
+            np.testing.assert_array_equal(_host(window), want[::-1])
+            assert int(_host(oc)[0]) == len(expect)
+            np.testing.assert_array_equal(_host(ox)[: len(expect)], expect)
+            np.testing.assert_array_equal(_host(out), want)
+            np.testing.assert_array_equal(_host(grad), grad_want)
+    assert len(full) == 5  # each operator's first call into new outputs, and into given ones
+    if lib == "torch":  # the block's segment is the side stream's in PyTorch's allocator
+        window = dmlnumba.slice1(x, (0,), (n,), (-1,), stream=side)
+        p = window.data_ptr()
+        (segment,) = [
+            g
+            for g in torch.cuda.memory_snapshot()
+            if g["address"] <= p < g["address"] + g["total_size"]
+        ]
+        assert segment["stream"] == side.cuda_stream
+    assert len(full) == 5
 
 
 def test_torch_current_stream_query_agrees_with_the_public_one():

@@ -342,3 +342,30 @@ def test_staged_inputs_are_given_back_to_the_pool(monkeypatch):
         stop[0] = False
         del count, coords
         assert used() == before
+
+
+def test_the_streams_a_key_reads():
+    """A key holds a ``stream=`` only as an int or a stream of PyTorch's or CuPy's own
+    classes (:func:`dmlnumba.layouts.stream_handle`), and only for a PyTorch CUDA
+    tensor or a CuPy array: any other call with a stream takes the full path, which
+    says what is wrong (a CPU call) or runs it (a NumPy input sent to a GPU)."""
+    from dmlnumba.layouts import stream_handle
+
+    class Int(int):
+        pass
+
+    assert stream_handle(5) == 5 and stream_handle(0) == 0
+    for odd in (True, Int(5), np.int64(5), 5.0, "0", object(), None):
+        assert stream_handle(odd) is None
+    x = np.arange(6.0)
+    w = ((0,), (3,), (1,))
+    inputs = [x]
+    torch = pytest.importorskip("torch")
+    inputs.append(torch.from_numpy(x))
+    for a in inputs:
+        for device in (None, "cpu", "cuda"):
+            assert keys.window("slice1", a, *w, None, None, device, 0)[0] is None
+            nz = keys.nonzero("nonzero_coordinates", a, None, np.uint32, None, device, 0)
+            assert nz[0] is None
+        with pytest.raises(ValueError, match=r"^slice1\(\): stream= applies to CUDA calls only"):
+            dmlnumba.slice1(a, *w, stream=0)

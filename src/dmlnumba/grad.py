@@ -18,7 +18,7 @@ def slice_grad_into(t: Any, c: Call) -> Any:
     nothing more (``ZEROS_FREE``: the CPU's, whose pages the system zeroes)."""
     g, f = c.x, c.f
     if c.key is not None and c.out is None:  # a repeat takes the runner kept here
-        run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, None)
+        run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, None, c.stream)
         if run is not None:
             c.keep(run)
             return run(c.input)
@@ -32,7 +32,7 @@ def slice_grad_into(t: Any, c: Call) -> Any:
         zeroed = False
         o = t.check_out(c.out, g.dtype, c.shape, "out", f, g)
         if c.key is not None and not t.overlaps(g, o):  # a repeat takes the runner kept here
-            run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, o)
+            run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, o, c.stream)
             if run is not None:
                 c.keep(run)
                 if run(c.input, c.out) is not None:

@@ -41,17 +41,61 @@ def place(device):
     return p
 
 
+#: The attribute that holds the raw handle of each stream type a key reads: PyTorch's
+#: and CuPy's own classes, learned once their modules are loaded (see stream_handle).
+_STREAM_ATTRS: dict = {}
+
+
+def stream_handle(stream):
+    """The raw handle of a ``stream=`` that a key may hold: an int (not a bool), or a
+    stream of PyTorch's or CuPy's own classes (whose handle attribute runs no caller
+    code); None for anything else (those calls take the full path every time)."""
+    tp = type(stream)
+    if tp is int:
+        return stream
+    attr = _STREAM_ATTRS.get(tp)
+    if attr is None:
+        if tp.__module__.partition(".")[0] not in ("torch", "cupy"):
+            return None
+        torch, cupy = _modules.get("torch"), _modules.get("cupy")
+        if torch is not None:
+            _STREAM_ATTRS.update(dict.fromkeys(_stream_classes(torch.cuda), "cuda_stream"))
+        if cupy is not None:
+            _STREAM_ATTRS.update(dict.fromkeys(_stream_classes(cupy.cuda), "ptr"))
+        attr = _STREAM_ATTRS.get(tp)
+        if attr is None:
+            return None
+    return getattr(stream, attr)
+
+
+def _stream_classes(module):
+    return (module.Stream, module.ExternalStream)
+
+
 def layout_key(input, device, stream):
-    """The layout part of a repeated call's key, for calls into new outputs on the
-    input's own device: NumPy arrays (CPU, or ``device="cuda"``: a runner per current
-    device, ``"cuda:N"``: GPU N's), PyTorch tensors (CUDA ones, and CPU ones that do
-    not require grad), JAX arrays on one device, CuPy arrays and numba device arrays.
-    A ``device`` that names where the array already is (``"cpu"`` for a CPU tensor or
-    JAX array; ``"cuda"``, or ``"cuda:N"`` of its own GPU, for a CUDA tensor, CuPy or
-    numba array) gives the key of the call without it: the same call.  None for
-    anything else (those calls take the full path every time)."""
-    if stream is not None:
+    """The layout part of a repeated call's key (:func:`_layout`).  A call with
+    ``stream=`` on a PyTorch CUDA tensor or a CuPy array adds the stream's handle
+    (:func:`stream_handle`): its runner runs on that stream and allocates for it;
+    other libraries' calls with a stream take the full path every time."""
+    if stream is None:
+        return _layout(input, device)
+    h = stream_handle(stream)
+    lib = library(input)
+    if h is None or not (lib == "cupy" or lib == "torch" and input.is_cuda):
         return None
+    key = _layout(input, device)
+    return None if key is None else (key, h)
+
+
+def _layout(input, device):
+    """The layout part of the key of a call on the library's current stream, into new
+    outputs on the input's own device: NumPy arrays (CPU, or ``device="cuda"``: a
+    runner per current device, ``"cuda:N"``: GPU N's), PyTorch tensors (CUDA ones,
+    and CPU ones that do not require grad), JAX arrays on one device, CuPy arrays and
+    numba device arrays.  A ``device`` that names where the array already is
+    (``"cpu"`` for a CPU tensor or JAX array; ``"cuda"``, or ``"cuda:N"`` of its own
+    GPU, for a CUDA tensor, CuPy or numba array) gives the key of the call without
+    it: the same call.  None for anything else (the full path every time)."""
     tp = type(input)
     gpu = None if device is None else place(device)
     if gpu is False:

@@ -196,14 +196,31 @@ class Target(Runs, Protocol):
         """Write the count and at most ``limit`` coordinate rows."""
 
     def nonzero_runner(
-        self, x: Any, width: int, dtype: Any, rows: int, lib: Any, oc: Any = ..., ox: Any = ...
+        self,
+        x: Any,
+        width: int,
+        dtype: Any,
+        rows: int,
+        lib: Any,
+        oc: Any = ...,
+        ox: Any = ...,
+        stream: Any = ...,
     ) -> Any:
         """A function of inputs (and outputs) laid out like ``x`` (and the checked
         ``oc``, ``ox``) giving ``(count, coordinates)``, new where not given; None where
-        an output may overlap the input or the other.  None: no runner for the call."""
+        an output may overlap the input or the other.  None: no runner for the call.
+        ``stream``: the call's ``stream=`` (None: the library's current stream; the
+        CPU's calls have none)."""
 
     def slice1_runner(
-        self, x: Any, starts: Any, steps: Any, out_shape: Any, lib: Any, out: Any = ...
+        self,
+        x: Any,
+        starts: Any,
+        steps: Any,
+        out_shape: Any,
+        lib: Any,
+        out: Any = ...,
+        stream: Any = ...,
     ) -> Any:
         """Likewise for slice1: the window in a new array, or in ``out`` (a checked
         output's layout), the function then of ``(input, out)``."""
@@ -278,7 +295,7 @@ def slice1_call(t: Any, c: Call) -> Any:
     writes a new array and ``t`` makes one, else :func:`slice1_into` (which keeps the
     runner of a call into ``out``)."""
     if c.key is not None and c.out is None:
-        run = t.slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib)
+        run = t.slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib, stream=c.stream)
         if run is not None:
             c.keep(run)
             return run(c.input)
@@ -297,7 +314,7 @@ def slice1_into(t: Any, c: Call) -> Any:
         return t.as_library(c.lib, new, c.bf16)
     o = t.check_out(c.out, x.dtype, c.shape, "out", f, x)
     if c.key is not None:  # checked: later calls into outputs of its layout take a runner
-        run = t.slice1_runner(x, c.starts, c.steps, c.shape, c.lib, o)
+        run = t.slice1_runner(x, c.starts, c.steps, c.shape, c.lib, o, c.stream)
         if run is not None:
             c.keep(run)  # a NumPy out on the CPU (no marks to repeat): written by it now
             if o is c.out and run(c.input, o) is not None:
@@ -311,7 +328,7 @@ def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
     """nonzero_coordinates on the array target ``t``: the runner the call keeps
     (``c.key``, new outputs), where ``t`` makes one, else :func:`nonzero_into`."""
     if c.key is not None and c.out_count is None and c.out_coordinates is None:
-        run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib)
+        run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib, stream=c.stream)
         if run is not None:
             c.keep(run)
             return run(c.input)
@@ -342,7 +359,7 @@ def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
             f"would overwrite a coordinate"
         )
     if c.key is not None and (oc is not None or ox is not None):  # checked: keep a runner
-        run = t.nonzero_runner(x, w, dt, rows, lib, oc, ox)
+        run = t.nonzero_runner(x, w, dt, rows, lib, oc, ox, c.stream)
         if run is not None:
             c.keep(run)
     aliased = any(o is not None and t.overlaps(x, o) for o in (oc, ox))

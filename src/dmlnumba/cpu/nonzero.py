@@ -88,7 +88,7 @@ def _launch(src, dtype, out, count, **fields):
     launch_block(p, src, out, count, nonzero_driver(fields))
 
 
-def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
+def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None, stream=None):
     """Like :func:`~dmlnumba.cpu.slice.slice1_runner`, for nonzero_coordinates with
     outputs of ``dtype`` and ``rows`` rows: the function of ``(x, out_count=None,
     out_coordinates=None)`` returns ``(count, coordinates)``, new arrays where this
@@ -98,7 +98,7 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None):
     either given, a call where an output may overlap the input or the other output
     returns None, having written nothing (the full path then decides: a copy
     through new arrays, or an error); None (no runner) for calls with no rows to
-    write (an empty input, no columns or rows).  ``lib``: as for slice1's."""
+    write (an empty input, no columns or rows).  ``lib``, ``stream``: as for slice1's."""
     n = x.size
     u = np.dtype(uint_of_size(dtype.itemsize))
     shape = (rows, width)

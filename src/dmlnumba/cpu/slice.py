@@ -46,7 +46,7 @@ def _numpy_slice(start, step, m):
     return slice(start, stop if stop >= 0 else None, step)
 
 
-def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
+def slice1_runner(x, starts, steps, out_shape, lib=None, out=None, stream=None):
     """A function that runs this validated slice1 call on any input laid out like
     ``x`` (same dtype, shape and strides), with the layout work done once.
     :mod:`dmlnumba.api` keeps these for repeated calls.  ``lib``: the input's
@@ -59,7 +59,8 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None):
     of ``(x, out)`` returns ``out``, or None (having written nothing) where the two
     may share memory (:func:`overlaps`) and the kernel would copy (the full path,
     :func:`slice1`, then copies through a buffer).  None (no runner) for an empty
-    ``out``."""
+    ``out``.  ``stream``: the targets' common signature; a CPU call has none (its
+    check refuses ``stream=``)."""
     if lib is not None:  # a PyTorch or JAX CPU array's: the NumPy runner over its memory
         over_numpy = slice1_runner(x, starts, steps, out_shape, None, out)
         return None if over_numpy is None else library_runner(over_numpy, lib)

@@ -112,7 +112,7 @@ def slice_grad(g, starts, steps, out, stream=None, zeroed=False):
     _grad.scatter(_self, g, starts, steps, out, stream, zeroed)
 
 
-def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
+def slice_grad_runner(g, starts, steps, shape, lib=None, out=None, stream=None):
     """A repeated slice_grad of NumPy gradients laid out like ``g``: a function of the
     gradient giving a new output (zeros: pages the system zeroes as they are first
     written; none where the window covers the output), or (``out``: the first call's
@@ -120,7 +120,8 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None):
     where the two may share memory; either way slice1's runner then copies into the
     window's view.  ``lib``: the gradient's library, ``"torch"`` or ``"jax"`` (a CPU
     tensor or JAX array): the NumPy runner over its memory, its new output given back
-    as the library's array (:func:`~dmlnumba.cpu.views.library_runner`), as slice1's."""
+    as the library's array (:func:`~dmlnumba.cpu.views.library_runner`); ``stream``:
+    as slice1's."""
     if lib is not None:
         over_numpy = slice_grad_runner(g, starts, steps, shape, None, out)
         return library_runner(over_numpy, lib)

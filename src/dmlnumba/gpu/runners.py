@@ -16,7 +16,15 @@ from .devices import context_handle, on
 from .memory import current_context, numba_context, pool, scratch, unstage, upload, zero_bytes
 from .plans import fill_plan, grad_plan, nonzero_plan, one_pass, slice_plan
 from .sim import SIM
-from .streams import core_stream, refuse_capture, torch_current_stream, torch_module, torch_of
+from .streams import (
+    call_stream,
+    core_stream,
+    refuse_capture,
+    torch_current_stream,
+    torch_module,
+    torch_of,
+    torch_stream,
+)
 from .views import DeviceView, strided_view, to_jax
 
 _modules = sys.modules
@@ -34,11 +42,14 @@ def _new_view(shape, dtype):
     return DeviceView(None, shape, strides, dtype, 0, False)
 
 
-def _fast_ok(x, lib):
-    """Whether calls like this one may take a runner: not a copy from another GPU,
-    and for numba arrays, memory on the device of the array's context (the
-    device its runner is kept under)."""
+def _fast_ok(x, lib, stream):
+    """Whether calls like this one may take a runner: not a copy from another GPU, a
+    ``stream=`` only for PyTorch and CuPy inputs (whose allocators the runner asks
+    for blocks on that stream), and for numba arrays, memory on the device of the
+    array's context (the device its runner is kept under)."""
     if SIM or x.home is not None or not x.size:
+        return False
+    if stream is not None and lib not in ("torch", "cupy"):
         return False
     return lib != "numba" or x.obj.gpu_data.context.device.id == x.device
 
@@ -96,21 +107,22 @@ def _apart(a, ra, b, rb):
     return a + ra[1] <= b + rb[0] or b + rb[1] <= a + ra[0]
 
 
-def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
+def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
     """A repeated nonzero call on inputs of ``x``'s library, layout and device: new
     outputs from the library's allocator where the call gives none (``oc`` and
     ``ox``: the first call's checked outputs, whose layouts a later call's share:
-    its key holds them), one plan bound to the library's current stream, with the
+    its key holds them), one plan bound to the library's current stream (or to the
+    call's ``stream=``, PyTorch's and CuPy's: see :func:`library_io`), with the
     device's context current (made so, for the call, where the calling thread's is
     another's).  With outputs given, the function of ``(input, out_count,
     out_coordinates)`` returns None, having launched nothing, where an output's
     bytes may meet the input's or the other output's (the full path then decides).
     None where the call has no kernel to run (empty input, no rows or columns)."""
-    if not (_fast_ok(x, lib) and width and rows):
+    if not (_fast_ok(x, lib, stream) and width and rows):
         return None
     dev = x.device
     with on(dev):  # a first call from another device's thread: the plan, allocators there
-        ptr_of, handle, alloc, scr, give = library_io(lib, x)
+        ptr_of, handle, alloc, scr, give = library_io(lib, x, stream)
         new_count = alloc((1,), dtype) if oc is None else None
         new_coords = alloc((rows, width), dtype) if ox is None else None
     given = oc is not None or ox is not None
@@ -160,6 +172,21 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None):
     return run
 
 
+def _for_stream(new, h, current, enter):
+    """The allocation ``new`` made for work on stream ``h``: as it is where ``h`` is
+    the library's current stream, else inside ``enter()`` (the library's context of
+    that stream), so that the library's allocator hands the block out again only
+    for work ordered after that stream's (as :func:`~dmlnumba.gpu.views.new_array`)."""
+
+    def make():
+        if current() == h:
+            return new()
+        with enter():
+            return new()
+
+    return make
+
+
 def _mark(*tensors):
     """Bump the version counters of the given PyTorch tensors that a call wrote."""
     for t in tensors:
@@ -167,16 +194,16 @@ def _mark(*tensors):
             torch_written(t)
 
 
-def slice1_runner(x, starts, steps, out_shape, lib, out=None):
+def slice1_runner(x, starts, steps, out_shape, lib, out=None, stream=None):
     """A repeated slice1 call (see :func:`nonzero_runner`): a function of the input
     giving a new array, or (``out``: the first call's checked output) of ``(input,
     out)`` giving ``out``, or None where its bytes may meet the input's."""
     if not all(out_shape):
         return None
-    return _copy_runner(x, starts, steps, tuple(out_shape), lib, out, "slice1")
+    return _copy_runner(x, starts, steps, tuple(out_shape), lib, out, "slice1", stream=stream)
 
 
-def slice_grad_runner(x, starts, steps, shape, lib, out=None, boxes=()):
+def slice_grad_runner(x, starts, steps, shape, lib, out=None, boxes=(), stream=None):
     """A repeated slice_grad (see :func:`slice1_runner`): one launch of the one-pass
     kernel where the window's rows are not whole (:func:`~dmlnumba.gpu.plans.one_pass`,
     any ``out``); else the output zeroed (a memset, none where the window covers it;
@@ -186,15 +213,21 @@ def slice_grad_runner(x, starts, steps, shape, lib, out=None, boxes=()):
     that does not: None, no runner)."""
     if one_pass(x, starts, steps, _new_view(tuple(shape), x.dtype) if out is None else out):
         # (every output element written once: the output zeroed by no memset)
-        return _copy_runner(x, starts, steps, tuple(shape), lib, out, "slice_grad", plan=grad_plan)
+        return _copy_runner(
+            x, starts, steps, tuple(shape), lib, out, "slice_grad", plan=grad_plan, stream=stream
+        )
     if out is not None and out.span()[1] - out.span()[0] != out.size * out.itemsize:
         return None
     lows, spacing, read_starts, read_steps = scatter_window(starts, steps, x.shape)
     window = (lows, spacing, x.shape, boxes)
-    return _copy_runner(x, read_starts, read_steps, tuple(shape), lib, out, "slice_grad", window)
+    return _copy_runner(
+        x, read_starts, read_steps, tuple(shape), lib, out, "slice_grad", window, stream=stream
+    )
 
 
-def _copy_runner(x, starts, steps, shape, lib, out, func, window=None, plan=slice_plan):
+def _copy_runner(
+    x, starts, steps, shape, lib, out, func, window=None, plan=slice_plan, stream=None
+):
     """The runner of a SLICE1 copy from ``x`` (``starts``, ``steps``) into an output of
     ``shape`` (new from the library's allocator, or laid out like the first call's
     checked ``out``): the copy into the whole output (slice1), or with ``window``
@@ -202,11 +235,11 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None, plan=slic
     where ``boxes`` lists the window's complement, by the slice tiles storing zeros
     box by box), then the copy into the window's view of it.  None where calls like
     this one take none."""
-    if not _fast_ok(x, lib):
+    if not _fast_ok(x, lib, stream):
         return None
     dev = x.device
     with on(dev):
-        ptr_of, handle, alloc, _, give = library_io(lib, x)
+        ptr_of, handle, alloc, _, give = library_io(lib, x, stream)
         new_out = alloc(shape, x.dtype) if out is None else None
     o, oget, orr, mark = (_new_view(shape, x.dtype), _new_ptr(ptr_of, give), None, False)
     if out is not None:
@@ -253,10 +286,12 @@ def _copy_runner(x, starts, steps, shape, lib, out, func, window=None, plan=slic
     return run
 
 
-def library_io(lib, v):
+def library_io(lib, v, stream=None):
     """For repeated default calls of library ``lib`` (PyTorch, CuPy, numba or JAX) on
     inputs on ``v``'s device (current when the functions are called): ``(address
-    of an input, the current stream's handle, allocator, scratch, give)``;
+    of an input, the current stream's handle, allocator, scratch, give)``; with a
+    ``stream=`` (PyTorch's or CuPy's calls), that stream's handle, and an allocator
+    whose arrays the library keeps for work on it (:func:`_for_stream`);
     ``allocator(shape, dtype)`` gives a function of no arguments that makes a new
     C-contiguous array of that shape and dtype, ``scratch`` is
     :func:`~dmlnumba.gpu.memory.scratch`'s ``(alloc, release)`` for the library, and
@@ -271,35 +306,38 @@ def library_io(lib, v):
     reach it only where the current device is the input's (see
     ``dmlnumba.layouts.layout_key``)."""
     dev = v.device
+    h = None if stream is None else call_stream(lib, stream, v)  # (the full path's handle)
     if lib == "torch":
         torch = torch_module()
         empty, dtypes = torch.empty, torch_of
+        current = functools.partial(torch_current_stream(torch), dev)
 
         def allocator(shape, dt):
             # new_empty of a template with no elements (and no memory), which gives the
             # dtype and device without keywords to parse; the sizes unpacked, which
             # PyTorch parses faster than a tuple.
-            return functools.partial(empty(0, dtype=dtypes[dt], device=dev).new_empty, *shape)
+            new = functools.partial(empty(0, dtype=dtypes[dt], device=dev).new_empty, *shape)
+            if h is None:
+                return new
+            side = torch_stream(torch, h, dev)
+            return _for_stream(new, h, current, lambda: torch.cuda.stream(side))
 
-        return (
-            torch.Tensor.data_ptr,
-            functools.partial(torch_current_stream(torch), dev),
-            allocator,
-            scratch("torch", dev),
-            None,
-        )
+        handle = current if h is None else (lambda: h)
+        return torch.Tensor.data_ptr, handle, allocator, scratch("torch", dev), None
     if lib == "cupy":
         import cupy
 
         get = cupy.cuda.get_current_stream
-        return (
-            operator.attrgetter("data.ptr"),
-            (lambda: get().ptr),
-            # The ndarray constructor, which cupy.empty calls from a Python frame.
-            (lambda shape, dt: functools.partial(cupy.ndarray, shape, dt)),
-            scratch("cupy", dev),
-            None,
-        )
+
+        def cupy_alloc(shape, dt):
+            new = functools.partial(cupy.ndarray, shape, dt)  # (cupy.empty's own call)
+            if h is None:
+                return new
+            side = cupy.cuda.ExternalStream(h)
+            return _for_stream(new, h, lambda: get().ptr, lambda: side)
+
+        handle = (lambda: get().ptr) if h is None else (lambda: h)
+        return operator.attrgetter("data.ptr"), handle, cupy_alloc, scratch("cupy", dev), None
 
     def numba_alloc(shape, dt):
         # Bound once: the pool's allocation on the legacy stream, and numba's array

@@ -197,13 +197,13 @@ def slice_grad(g, starts, steps, out, stream, zeroed=False):
             _release(staged, stream)
 
 
-def slice_grad_runner(g, starts, steps, shape, lib, out=None):
+def slice_grad_runner(g, starts, steps, shape, lib, out=None, stream=None):
     """A repeated slice_grad (:func:`~dmlnumba.gpu.runners.slice_grad_runner`), zeroing
     the window's complement box by box where :func:`dmlnumba.grad.zero_boxes` says
     so, else the whole output; None where the call keeps none."""
     lows, spacing, _, _ = scatter_window(starts, steps, g.shape)
     boxes = _grad.zero_boxes(_self, g, lows, spacing, shape)
-    return grad_runner(g, starts, steps, shape, lib, out, tuple(boxes))
+    return grad_runner(g, starts, steps, shape, lib, out, tuple(boxes), stream)
 
 
 def zeros(shape, dtype, stream, like, lib=None, func="dmlnumba"):
