@@ -243,14 +243,15 @@ def test_tensors_on_other_devices_take_the_full_path():
         dmlnumba.slice1(m, (0, 0), (2, 3), (1, 1))
 
 
-@pytest.mark.parametrize("kind", ["requires_grad", "negated", "sparse"])
+@pytest.mark.parametrize("kind", ["negated", "sparse"])
 def test_tensors_not_read_in_place_take_the_full_path(kind):
+    """A lazily negated tensor (whose memory holds the values un-negated) and a sparse
+    one key no runner: the full path reads the first, and refuses the second.  (One
+    that requires grad is read in place, detached:
+    test_inputs_that_require_grad_take_a_runner.)"""
     h = np.array([[0.0, 1.5, -2.0], [3.0, 0.0, 0.25]], np.float32)
     t = torch.from_numpy(h.copy())
-    if kind == "requires_grad":
-        t.requires_grad_(True)
-        want = h
-    elif kind == "negated":
+    if kind == "negated":
         t = torch._neg_view(t)
         want = -h
     else:
@@ -343,3 +344,41 @@ def test_jax_64_bit_mode_is_part_of_the_key():
         np.testing.assert_array_equal(np.asarray(coords)[:3], [[0, 1], [1, 0], [1, 2]])
     finally:
         jax.config.update("jax_enable_x64", was)
+
+
+def test_inputs_that_require_grad_take_a_runner(monkeypatch):
+    """A CPU tensor that requires grad (a Parameter, or a tensor made so) keys a runner
+    where autograd records nothing: nonzero_coordinates always, slice1 and slice_grad
+    under ``no_grad``; the runner reads its memory detached (``Tensor.numpy`` refuses
+    it) and gives results that do not require grad, as the full path does (every such
+    call took the full path, 3-7x a repeat's time).  A plain tensor of the same layout
+    keeps its own runner (the key holds ``requires_grad``); in grad mode slice1 is
+    recorded."""
+    full = count_full_calls(monkeypatch)
+    w = ((1, 0), (3, 6), (-1, 2))
+    back = ((4, 6), (1, 0), (3, 6), (-1, 2))
+    rng = np.random.default_rng(3)
+    makes = (torch.nn.Parameter, lambda t: t.requires_grad_())
+    for make in makes:
+        for _ in range(3):
+            h = rng.standard_normal((4, 6)).astype(np.float32)
+            h[h < 0] = 0
+            x = make(torch.from_numpy(h.copy()))
+            g = h[1:, ::2].copy()
+            gx = make(torch.from_numpy(g.copy()))
+            count, coords = dmlnumba.nonzero_coordinates(x)
+            want = np.argwhere(h)
+            assert int(count[0]) == len(want) and not coords.requires_grad
+            np.testing.assert_array_equal(coords.numpy()[: len(want)], want)
+            with torch.no_grad():
+                got = dmlnumba.slice1(x, *w)
+                grad = dmlnumba.slice_grad(gx, *back)
+            assert not got.requires_grad and not grad.requires_grad
+            np.testing.assert_array_equal(got.numpy(), h[3:0:-1, ::2])
+            np.testing.assert_array_equal(grad.numpy(), slice_grad_reference(g, *back))
+    assert len(full) == 3 * len(makes)  # each operator's first call of each kind
+    plain = torch.from_numpy(h.copy())
+    np.testing.assert_array_equal(dmlnumba.slice1(plain, *w).numpy(), h[3:0:-1, ::2])
+    assert len(full) == 3 * len(makes) + 1
+    y = dmlnumba.slice1(x, *w)
+    assert y.requires_grad and y.grad_fn is not None  # recorded (the operator's own path)

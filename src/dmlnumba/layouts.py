@@ -90,10 +90,10 @@ def layout_key(input, device, stream):
 def _layout(input, device):
     """The layout part of the key of a call on the library's current stream, into new
     outputs on the input's own device: NumPy arrays (CPU, or ``device="cuda"``: a
-    runner per current device, ``"cuda:N"``: GPU N's), PyTorch tensors (CUDA ones,
-    and CPU ones that do not require grad), JAX arrays on one device, CuPy arrays and
-    numba device arrays.  A ``device`` that names where the array already is
-    (``"cpu"`` for a CPU tensor or JAX array; ``"cuda"``, or ``"cuda:N"`` of its own
+    runner per current device, ``"cuda:N"``: GPU N's), PyTorch tensors (CUDA and CPU
+    ones), JAX arrays on one device, CuPy arrays and numba device arrays.  A
+    ``device`` that names where the array already is (``"cpu"`` for a CPU tensor or
+    JAX array; ``"cuda"``, or ``"cuda:N"`` of its own
     GPU, for a CUDA tensor, CuPy or numba array) gives the key of the call without
     it: the same call.  None for anything else (the full path every time)."""
     tp = type(input)
@@ -159,18 +159,18 @@ def _on_gpu(cuda, dev, gpu):
 
 
 def _torch_layout(t, tp, rg):
-    """A PyTorch tensor's layout key (``tp``: its type, ``rg``: ``requires_grad``):
-    None where no runner reads it: a lazily negated one, a CPU one that requires grad
-    or is not strided (a runner reads its memory: ``Tensor.numpy``), one on neither
-    the CPU nor CUDA (meta tensors, other devices: the full path says why).  Not its
-    conjugate bit: only complex tensors carry one, and no runner is kept for a
-    complex dtype (the full path refuses it)."""
+    """A PyTorch tensor's layout key (``tp``: its type, ``rg``: ``requires_grad``, which
+    decides how a CPU runner reads it): None where no runner reads it: a lazily negated one, a
+    CPU one that is not strided (a runner reads its memory: ``Tensor.numpy``), one on
+    neither the CPU nor CUDA (meta tensors, other devices: the full path says why).
+    Not its conjugate bit: only complex tensors carry one, and no runner is kept for
+    a complex dtype (the full path refuses it)."""
     if t.is_neg():
         return None
-    if t.is_cpu:
-        if rg or t.layout is not _modules["torch"].strided:
+    if t.is_cpu:  # (one that requires grad: read detached, cpu.views._torch_reader)
+        if t.layout is not _modules["torch"].strided:
             return None
-        return (tp, t.dtype, t.shape, t.stride(), config.GENERATION)
+        return (tp, t.dtype, t.shape, t.stride(), rg, config.GENERATION)
     if not t.is_cuda:
         return None
     return (tp, t.dtype, t.shape, t.stride(), t.get_device(), rg, t.layout, config.GENERATION)

@@ -3,6 +3,7 @@ elements, with the index of element 0 in it and element strides (see
 :mod:`dmlnumba.layout`), and readers that make such views of repeated inputs the
 quick way."""
 
+import functools
 import operator
 import sys
 from typing import Any
@@ -117,7 +118,7 @@ def library_io(lib):
     place (a PyTorch tensor's through :func:`_torch_reader`, the runner's own), and
     ``give`` is :func:`library_give`'s."""
     if lib == "torch":
-        return None, _torch_reader(sys.modules["torch"]), library_give(lib)
+        return None, _torch_reader(sys.modules["torch"], inputs=True), library_give(lib)
     ready = operator.methodcaller("block_until_ready")  # (returns the array)
     return ready, np.from_dlpack, library_give(lib)
 
@@ -140,21 +141,35 @@ def library_give(lib):
 KEEP_VIEW_BYTES = 1 << 16
 
 
-def _torch_reader(torch):
-    """``Tensor.numpy`` for one runner's inputs (every one of the same type, dtype,
+def _torch_reader(torch, inputs=False):
+    """``Tensor.numpy`` for one runner's tensors (every one of the same type, dtype,
     shape and strides: the runner's key), which keeps the last small plain tensor's
     view: a repeat whose data pointer is the kept one's reads the same bytes through
     it.  The kept view holds that memory alive, so no other tensor can be given
     those addresses while it is kept; a tensor moved to other memory in place
-    (``set_``, ``.data =``) has another data pointer."""
-    numpy_of = torch.Tensor.numpy
+    (``set_``, ``.data =``) has another data pointer.  ``inputs``: the tensors are
+    read only, and where they require grad (the key holds ``requires_grad``, so the
+    first one tells for all; ``Tensor.numpy`` refuses them) they are read through
+    ``numpy(force=True)``, the same memory detached: the runner of such a call
+    (outside grad mode, or nonzero's) is its plain twin's.  A caller's output that
+    requires grad never reaches a runner (its key has none)."""
+    plain = torch.Tensor.numpy
     data_ptr = torch.Tensor.data_ptr
     Tensor = torch.Tensor
     kept: tuple = (None, None)  # (data pointer, view): one tuple, read and set whole
+    numpy_of: Any = plain
+
+    def first(x):
+        nonlocal numpy_of
+        numpy_of = functools.partial(plain, force=True) if x.requires_grad else plain
+        return numpy_of(x)
+
+    if inputs:
+        numpy_of = first
 
     def read(x):
         nonlocal kept
-        if type(x) is not Tensor:  # a subclass: its own methods, asked every time
+        if type(x) is not Tensor:  # a subclass (a Parameter): its own methods, every time
             return numpy_of(x)
         p = data_ptr(x)
         at, view = kept
