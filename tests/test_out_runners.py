@@ -363,7 +363,7 @@ def test_repeat_of_a_numpy_input_sent_to_the_gpu_into_outputs():
 
 
 @pytest.mark.skipif(not SIM, reason="the CUDA simulator only (a GPU runs the tests above)")
-def test_gpu_runners_into_given_outputs_under_the_simulator(monkeypatch):
+def test_cuda_runners_into_given_outputs_under_the_simulator(monkeypatch):
     """The CUDA runners' given-output branch, run under the simulator (which keeps no
     CUDA runner: the test makes them, host addresses standing in for device ones):
     results written into the outputs, and None (nothing written) where an output's
@@ -373,7 +373,7 @@ def test_gpu_runners_into_given_outputs_under_the_simulator(monkeypatch):
     from dmlnumba import _internals
     from dmlnumba.gpu import runners, views
 
-    monkeypatch.setattr(runners, "_fast_ok", lambda x, lib: x.size > 0)
+    monkeypatch.setattr(runners, "_fast_ok", lambda x, lib, stream: x.size > 0)
     monkeypatch.setattr(_internals, "numba_pointer", device_pointer)
 
     def view(a):
