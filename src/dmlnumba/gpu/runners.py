@@ -163,8 +163,7 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
                         return None
             go(h, xp, op, cp, scr, ctx)
         finally:
-            if staged:
-                unstage(staged, h)
+            _release(staged, h)
         if cmark or omark:  # as PyTorch's in-place ops mark the tensors they write
             _mark(c if cmark else None, xs if omark else None)
         return (c, xs) if give is None else (give(c), give(xs))
@@ -277,8 +276,7 @@ def _copy_runner(
                 fill(h, op + at, op + at, ctx)
             go(h, xp, op + off, ctx)
         finally:
-            if staged:
-                unstage(staged, h)
+            _release(staged, h)
         if mark:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
         return o if give is None else give(o)
@@ -329,14 +327,17 @@ def library_io(lib, v, stream=None):
 
         get = cupy.cuda.get_current_stream
 
+        def current_cupy():
+            return get().ptr
+
         def cupy_alloc(shape, dt):
             new = functools.partial(cupy.ndarray, shape, dt)  # (cupy.empty's own call)
             if h is None:
                 return new
             side = cupy.cuda.ExternalStream(h)
-            return _for_stream(new, h, lambda: get().ptr, lambda: side)
+            return _for_stream(new, h, current_cupy, lambda: side)
 
-        handle = (lambda: get().ptr) if h is None else (lambda: h)
+        handle = current_cupy if h is None else (lambda: h)
         return operator.attrgetter("data.ptr"), handle, cupy_alloc, scratch("cupy", dev), None
 
     def numba_alloc(shape, dt):
