@@ -26,16 +26,17 @@ _PLACES: dict = {}
 def place(device):
     """Where the ``device`` argument (not None) names, for a key: ``"cpu"``, a GPU
     (``-1``: a CUDA array's own, or ``N``), or False (no runner: not a plain string,
-    or not a device)."""
+    or not a device): ``dispatch.parse_device``'s answer, kept per string."""
     if type(device) is not str:
         return False
     p = _PLACES.get(device)
     if p is None:
-        d = device.strip().lower()
-        n = d[5:]
-        p = "cpu" if d == "cpu" else -1 if d == "cuda" else False
-        if d.startswith("cuda:") and n.isascii() and n.isdigit():
-            p = int(n)
+        try:
+            kind, n = dispatch.parse_device(device, "dmlnumba")
+        except ValueError:
+            p = False
+        else:
+            p = "cpu" if kind == "cpu" else -1 if n is None else n
         if len(_PLACES) < 64:  # (a caller's strings are few; any more are read per call)
             _PLACES[device] = p
     return p
@@ -93,9 +94,9 @@ def _layout(input, device):
     runner per current device, ``"cuda:N"``: GPU N's), PyTorch tensors (CUDA and CPU
     ones), JAX arrays on one device, CuPy arrays and numba device arrays.  A
     ``device`` that names where the array already is (``"cpu"`` for a CPU tensor or
-    JAX array; ``"cuda"``, or ``"cuda:N"`` of its own
-    GPU, for a CUDA tensor, CuPy or numba array) gives the key of the call without
-    it: the same call.  None for anything else (the full path every time)."""
+    JAX array; ``"cuda"``, or ``"cuda:N"`` of its own GPU, for a CUDA tensor, CuPy or
+    numba array) gives the key of the call without it: the same call.  None for
+    anything else (the full path every time)."""
     tp = type(input)
     gpu = None if device is None else place(device)
     if gpu is False:
@@ -160,11 +161,11 @@ def _on_gpu(cuda, dev, gpu):
 
 def _torch_layout(t, tp, rg):
     """A PyTorch tensor's layout key (``tp``: its type, ``rg``: ``requires_grad``, which
-    decides how a CPU runner reads it): None where no runner reads it: a lazily negated one, a
-    CPU one that is not strided (a runner reads its memory: ``Tensor.numpy``), one on
-    neither the CPU nor CUDA (meta tensors, other devices: the full path says why).
-    Not its conjugate bit: only complex tensors carry one, and no runner is kept for
-    a complex dtype (the full path refuses it)."""
+    decides how a CPU runner reads it): None where no runner reads it: a lazily
+    negated one, a CPU one that is not strided (a runner reads its memory:
+    ``Tensor.numpy``), one on neither the CPU nor CUDA (meta tensors, other devices:
+    the full path says why).  Not its conjugate bit: only complex tensors carry one,
+    and no runner is kept for a complex dtype (the full path refuses it)."""
     if t.is_neg():
         return None
     if t.is_cpu:  # (one that requires grad: read detached, cpu.views._torch_reader)
