@@ -7,10 +7,12 @@ import logging
 
 import numpy as np
 import pytest
+from conftest import count_full_calls
 
 import dmlnumba
 
 from devices import needs_real_gpu
+from strategies import slice_grad_reference
 
 torch = pytest.importorskip("torch")
 
@@ -88,6 +90,54 @@ def test_bfloat16_out_for_a_bfloat16_input_is_copied_bit_for_bit(device):
     out = torch.zeros(3, dtype=torch.bfloat16, device=device)
     assert _slice1_out(x, out) is out
     assert torch.equal(out.view(torch.int16), x.view(torch.int16))
+
+
+def _bits(t):
+    """A bfloat16 tensor's bits, as a NumPy int16 array."""
+    assert t.dtype == torch.bfloat16
+    return t.view(torch.int16).cpu().numpy()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bfloat16_repeats_take_a_runner(device, monkeypatch):
+    """A bfloat16 tensor's repeated calls take their runner, as a float16 one's do
+    (each took the full path, 3-4x a repeat's time), and give what it gives:
+    bfloat16 results of the same bits, given outputs written in place and marked
+    written (their version counters), the count and rows of the values that are not
+    zero (-0.0 among the zeros, NaN among the rest)."""
+    full = count_full_calls(monkeypatch)
+    w = ((1, 0), (3, 6), (-1, 2))
+    back = ((4, 6), (1, 0), (3, 6), (-1, 2))
+    rng = np.random.default_rng(5)
+    kw = {"dtype": torch.bfloat16, "device": device}
+    out, gout = torch.empty((3, 3), **kw), torch.empty((4, 6), **kw)
+    cnt = torch.empty(1, dtype=torch.int64, device=device)
+    crd = torch.empty((24, 2), dtype=torch.int64, device=device)
+    for _ in range(4):
+        h = rng.standard_normal((4, 6)).astype(np.float32)
+        h[h < 0] = -0.0
+        h[rng.integers(4), rng.integers(6)] = np.nan
+        x = torch.from_numpy(h).to(**kw)
+        want = _bits(x)[3:0:-1, ::2]
+        y = dmlnumba.slice1(x, *w)
+        np.testing.assert_array_equal(_bits(y), want)
+        v = out._version
+        assert dmlnumba.slice1(x, *w, out=out) is out and out._version > v
+        np.testing.assert_array_equal(_bits(out), want)
+        g = dmlnumba.slice_grad(y, *back)
+        np.testing.assert_array_equal(_bits(g), slice_grad_reference(want, *back))
+        v = gout._version
+        assert dmlnumba.slice_grad(y, *back, out=gout) is gout and gout._version > v
+        np.testing.assert_array_equal(_bits(gout), slice_grad_reference(want, *back))
+        rows = np.argwhere(h != 0)
+        for given in (False, True):
+            outs = {"out_count": cnt, "out_coordinates": crd} if given else {}
+            count, coords = dmlnumba.nonzero_coordinates(x, dtype=torch.int64, **outs)
+            assert (count is cnt and coords is crd) == given
+            assert int(count[0]) == len(rows)
+            np.testing.assert_array_equal(coords[: len(rows)].cpu().numpy(), rows)
+        np.testing.assert_array_equal(dmlnumba.argwhere(x).cpu().numpy(), rows)
+    assert len(full) == 6  # each operator's first call, into new and into given outputs
 
 
 @pytest.mark.parametrize("fullgraph", [False, True])

@@ -216,13 +216,12 @@ def window_call(f, input, name, window, out, device, stream, lib, key=None):
     the window's ``(starts, steps, output shape)``, checked against the input's array
     ``x`` (:func:`slice1_window`, :func:`slice_grad_window`).  ``key``: where a runner
     the call makes is kept; a bfloat16 tensor is read (and ``out`` written) as
-    float16, the same two bytes, and keeps none."""
+    float16, the same two bytes (its runner is kept for bfloat16 tensors:
+    :func:`dmlnumba.keys.window_keeper`)."""
     given_out = out
     input, bf16 = _readable(input, lib, f)
-    if bf16:
-        key = None
-        if out is not None:
-            out = bfloat16_out(out, f)
+    if bf16 and out is not None:
+        out = bfloat16_out(out, f)
     target, x = resolve(input, device, f, name, lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f, name)
@@ -250,9 +249,7 @@ def nonzero_call(
 ):
     """The :class:`~dmlnumba.target.Call` of an array's nonzero_coordinates or argwhere
     (``f``), checked (``width``, ``dtype`` and ``max_count`` read already)."""
-    input, bf16 = _readable(input, lib, f)
-    if bf16:  # counted as float16: the same zeros (+0, -0), the rest non-zero
-        key = None
+    input, bf16 = _readable(input, lib, f)  # bfloat16 counted as float16: the same zeros
     target, x = resolve(input, device, f, lib=lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
@@ -282,6 +279,7 @@ def nonzero_call(
         max_count=max_count,
         out_count=out_count,
         out_coordinates=out_coordinates,
+        bf16=bf16,
     )
 
 

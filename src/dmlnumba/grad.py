@@ -20,8 +20,7 @@ def slice_grad_into(t: Any, c: Call) -> Any:
     if c.key is not None and c.out is None:  # a repeat takes the runner kept here
         run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, None, c.stream)
         if run is not None:
-            c.keep(run)
-            return run(c.input)
+            return c.keep(run)(c.input)
     ks = t.call_stream(c.lib, c.stream, g)
     new = None
     if c.out is None:
@@ -34,8 +33,7 @@ def slice_grad_into(t: Any, c: Call) -> Any:
         if c.key is not None and not t.overlaps(g, o):  # a repeat takes the runner kept here
             run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, o, c.stream)
             if run is not None:
-                c.keep(run)
-                if run(c.input, c.out) is not None:
+                if c.keep(run)(c.input, c.out) is not None:
                     return c.given_out
         if t.overlaps(g, o):
             tmp = t.describe(t.empty(g.shape, g.dtype, ks, g, None, f), "input_gradient", f)

@@ -23,6 +23,26 @@ def bfloat16_out(out, f):
     raise TypeError(f"{f}(): out has dtype {dtype_name(out.dtype)}, expected bfloat16")
 
 
+def bfloat16_runner(run, window):
+    """The runner kept for a bfloat16 tensor's repeated calls: ``run``, the one made
+    for its float16 view (the same two bytes, read and copied as the full path reads
+    them, :func:`dmlnumba.dispatch.torch_view`), given float16 views of the input
+    and of a window's ``out`` (slice1's, slice_grad's: ``window``), a window's new
+    result viewed back as bfloat16.  nonzero's and argwhere's outputs are integers:
+    passed and given back as they are."""
+    torch = _modules["torch"]
+    view, f16, bf16 = torch.Tensor.view, torch.float16, torch.bfloat16
+    if not window:
+        return lambda x, *outs: run(view(x, f16), *outs)
+
+    def go(x, out=None):
+        if out is None:
+            return view(run(view(x, f16)), bf16)
+        return run(view(x, f16), view(out, f16))  # out itself, or None: the full path
+
+    return go
+
+
 def dtype_name(dtype):
     """A NumPy or PyTorch dtype as the messages name it (``float32``, not
     ``torch.float32``)."""

@@ -25,6 +25,7 @@ import numpy as np
 from . import config
 from . import traced as _tr
 from .caches import Bounded
+from .interop import bfloat16_runner
 from .layouts import fast, fast_key, layout_key, out_layout, plain_tensors, wrapped
 from .traced import TRACED, traced
 
@@ -304,25 +305,32 @@ def _scalar(v):
 _NUMPY_INTS = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])
 
 
-def keeper(key):
+def keeper(key, bf16=False):
     """The function that keeps a new nonzero or argwhere runner under ``key`` (their
-    key function's), or None where the call keeps none."""
+    key function's) and returns the runner kept, or None where the call keeps none.
+    ``bf16``: the call reads a bfloat16 tensor as float16, and ``run`` is made for
+    that view: what is kept reads such tensors (:func:`~dmlnumba.interop.bfloat16_runner`)."""
     if key is None or key is TRACED:
         return None
+    if bf16:
+        return lambda run: runners.put(key, bfloat16_runner(run, False))
     return lambda run: runners.put(key, run)
 
 
-def window_keeper(key):
+def window_keeper(key, bf16=False):
     """The function that keeps a new slice1 or slice_grad runner under ``key``
     (:func:`window`'s): under its value key, and under its id key with the parameter
-    tuples it holds."""
+    tuples it holds; it returns the runner kept (``bf16``: as :func:`keeper`'s)."""
     if key is None or key is TRACED:
         return None
     id_key, value_key, params = key
 
     def keep(run):
+        if bf16:
+            run = bfloat16_runner(run, True)
         runners.put(value_key, run)
         if id_key is not None:
             runners.put(id_key, (run,) + params)
+        return run
 
     return keep

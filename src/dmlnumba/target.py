@@ -31,7 +31,8 @@ class Call:
     read it (a bfloat16 tensor viewed as float16); ``lib`` its library; ``target``
     the module that runs it; ``x`` the target's description of the input; ``stream``
     the call's stream handle; ``key`` where a runner made by the call is kept (None:
-    none is kept), ``keep`` the function that keeps it.  slice1: ``starts``,
+    none is kept), ``keep`` the function that keeps it and returns the runner kept
+    (a bfloat16 input's reads such tensors: call that one).  slice1: ``starts``,
     ``steps``, ``shape`` (the output's), ``out`` (as written; ``given_out`` as
     returned: a bfloat16 tensor's float16 view is written, where ``bf16``); nonzero:
     ``width``, ``dtype``, ``rows``, ``max_count``, ``out_count``, ``out_coordinates``;
@@ -297,8 +298,7 @@ def slice1_call(t: Any, c: Call) -> Any:
     if c.key is not None and c.out is None:
         run = t.slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib, stream=c.stream)
         if run is not None:
-            c.keep(run)
-            return run(c.input)
+            return c.keep(run)(c.input)
     return slice1_into(t, c)
 
 
@@ -316,7 +316,7 @@ def slice1_into(t: Any, c: Call) -> Any:
     if c.key is not None:  # checked: later calls into outputs of its layout take a runner
         run = t.slice1_runner(x, c.starts, c.steps, c.shape, c.lib, o, c.stream)
         if run is not None:
-            c.keep(run)  # a NumPy out on the CPU (no marks to repeat): written by it now
+            run = c.keep(run)  # a NumPy out on the CPU (no marks to repeat): written by it now
             if o is c.out and run(c.input, o) is not None:
                 return c.given_out
     ks = t.call_stream(c.lib, c.stream, x)
@@ -330,8 +330,7 @@ def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
     if c.key is not None and c.out_count is None and c.out_coordinates is None:
         run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib, stream=c.stream)
         if run is not None:
-            c.keep(run)
-            return run(c.input)
+            return c.keep(run)(c.input)
     return nonzero_into(t, c)
 
 
