@@ -2,12 +2,13 @@
 1000-element float32 input (50% non-zero), 1000 calls back to back then one sync,
 for PyTorch, CuPy and numba inputs and NumPy with ``device="cuda"`` (and
 ``"cuda:0"``; PyTorch with ``device="cuda"`` or its current stream passed as
-``stream=``, the same call), beside a CUDA
+``stream=``, the same call; a bfloat16 tensor), beside a CUDA
 graph replay of the same call (PyTorch), torch.nonzero and torch.nonzero_static (the
 sync-free peer, 1000 rows); then the same calls into
 preallocated outputs of the input's library (``out_count=``/``out_coordinates=``),
 and slice1 of a (10, 10, 10) window of a (20, 20, 20) input without and with
-``out=`` (PyTorch, CuPy, numba; literal parameters, as users write them).  The
+``out=`` (PyTorch, CuPy, numba, and without for PyTorch bfloat16; literal parameters,
+as users write them).  The
 contenders run interleaved (:func:`harness.compare`: a synchronization before and
 after each loop, the order shuffled each round); each line gives the median and the
 spread (min-max) over the rounds, and an ``out`` line its time over the default
@@ -15,8 +16,8 @@ call's.  The last line is an empty synchronized call (synchronize, nothing,
 synchronize): the floor under any GPU time the benchmark reports.
 ``--profile NAME`` prints cProfile's top entries for one
 (a contender's name, or torch, cupy, numba, numpy for the default nonzero calls).
-``--old REF`` adds an older tree's default nonzero and slice1 calls and its PyTorch
-``out`` calls (:func:`harness.old_tree`), named "old ...", each ratio over the old.
+``--old REF`` adds an older tree's default nonzero and slice1 calls (bfloat16 too)
+and its PyTorch ``out`` calls (:func:`harness.old_tree`), named "old ...", each ratio over the old.
 
     python3 scripts/host_overhead.py [--rounds 7] [--old REF] [--profile "PyTorch out"]
 """
@@ -74,6 +75,7 @@ windows = {
     "numba": cuda.device_array((10, 10, 10), np.float32),
 }
 inputs = {"PyTorch": xt, "CuPy": xc, "numba": xn}
+xb, cb = xt.to(torch.bfloat16), cubes["PyTorch"].to(torch.bfloat16)
 
 current = torch.cuda.current_stream()  # (passed as stream=, as nvmath-style callers do)
 cases = {
@@ -84,6 +86,8 @@ cases = {
     'NumPy, device="cuda:0"': lambda: dmlnumba.nonzero_coordinates(h, device="cuda:0"),
     'PyTorch, device="cuda"': lambda: dmlnumba.nonzero_coordinates(xt, device="cuda"),
     "PyTorch, stream=": lambda: dmlnumba.nonzero_coordinates(xt, stream=current),
+    "PyTorch bfloat16": lambda: dmlnumba.nonzero_coordinates(xb),
+    "PyTorch bfloat16 slice1": lambda: dmlnumba.slice1(cb, (2, 3, 4), (10, 10, 10), (1, 1, 1)),
     "PyTorch, graph replay": g.replay,
     "torch.nonzero (syncs)": lambda: torch.nonzero(xt),
     "torch.nonzero_static": lambda: torch.nonzero_static(xt, size=1000),
@@ -110,6 +114,8 @@ if args.old:
         'NumPy, device="cuda:0"': lambda: m.nonzero_coordinates(h, device="cuda:0"),
         'PyTorch, device="cuda"': lambda: m.nonzero_coordinates(xt, device="cuda"),
         "PyTorch, stream=": lambda: m.nonzero_coordinates(xt, stream=current),
+        "PyTorch bfloat16": lambda: m.nonzero_coordinates(xb),
+        "PyTorch bfloat16 slice1": lambda: m.slice1(cb, (2, 3, 4), (10, 10, 10), (1, 1, 1)),
         "PyTorch out": lambda: m.nonzero_coordinates(xt, out_count=oc, out_coordinates=ox),
     }
     for k in inputs:

@@ -8,7 +8,8 @@ slice1 also as literal lists, as NumPy integer arrays made once and, for PyTorch
 (``out_count=``/``out_coordinates=``, ``out=``), and the peers: ``numpy.argwhere`` and
 ``torch.nonzero``; NumPy's slice and copy, and PyTorch's slicing and ``flip``;
 slice_grad of that window's gradient back into (20, 20, 20) (its peer: ``numpy.zeros``
-and an assignment into the window's view).
+and an assignment into the window's view).  Each operator's default and preallocated
+calls on PyTorch bfloat16 tensors too (``bfloat16``), beside float32's.
 Every contender of an operator runs interleaved (:func:`harness.compare`), so the
 ratios printed after them come from one run: ``out`` over the default call of its
 library, ``list`` over ``tuple``, PyTorch's default over NumPy's, and each default
@@ -48,9 +49,13 @@ outs = {
         torch.empty((10,) * 3),
     ),
 }
-inputs = {"numpy": (h, cube), "torch": (t, tc)}
+bf = torch.bfloat16
+outs["bfloat16"] = outs["torch"][:2] + (torch.empty((10,) * 3, dtype=bf),)
+inputs = {"numpy": (h, cube), "torch": (t, tc), "bfloat16": (t.to(bf), tc.to(bf))}
 grads = {"numpy": np.ones((10,) * 3, "f4"), "torch": torch.ones((10,) * 3)}
+grads["bfloat16"] = grads["torch"].to(bf)
 grad_outs = {"numpy": np.empty((20,) * 3, "f4"), "torch": torch.empty((20,) * 3)}
+grad_outs["bfloat16"] = torch.empty((20,) * 3, dtype=bf)
 
 WINDOW_ARRAYS = (np.array([2, 3, 4]), np.array([10, 10, 10]), np.array([-1, 1, 1]))
 SIZE = torch.Size([10, 10, 10])
@@ -63,6 +68,19 @@ for tag, m in trees.items():
         nz[f"{tag}{lib} out"] = lambda m=m, x=x, oc=oc, ox=ox: m.nonzero_coordinates(
             x, out_count=oc, out_coordinates=ox
         )
+        if lib == "bfloat16":  # its default and preallocated calls only
+            sl[f"{tag}{lib}"] = lambda m=m, c=c: m.slice1(c, (2, 3, 4), (10, 10, 10), (-1, 1, 1))
+            sl[f"{tag}{lib} out"] = lambda m=m, c=c, os_=os_: m.slice1(
+                c, (2, 3, 4), (10, 10, 10), (-1, 1, 1), out=os_
+            )
+            g, go = grads[lib], grad_outs[lib]
+            sg[f"{tag}{lib}"] = lambda m=m, g=g: m.slice_grad(
+                g, (20, 20, 20), (2, 3, 4), (10, 10, 10), (-1, 1, 1)
+            )
+            sg[f"{tag}{lib} out"] = lambda m=m, g=g, go=go: m.slice_grad(
+                g, (20, 20, 20), (2, 3, 4), (10, 10, 10), (-1, 1, 1), out=go
+            )
+            continue
         nz[f"{tag}{lib} max_count"] = lambda m=m, x=x: m.nonzero_coordinates(x, max_count=MOST)
         nz[f"{tag}{lib} cpu"] = lambda m=m, x=x: m.nonzero_coordinates(x, device="cpu")
         # Literal parameters, as users write them (the NumPy peer's slices are too).
@@ -108,6 +126,8 @@ ratios = [
     ("numpy arrays", "numpy"),
     ("torch arrays", "torch"),
     ("torch Size", "torch"),
+    ("bfloat16", "torch"),
+    ("bfloat16 out", "bfloat16"),
 ]
 print(f"{args.rounds} interleaved rounds; us a call: median (min-max)")
 for op, cases, peers in (
