@@ -8,11 +8,13 @@ import logging
 import numpy as np
 import pytest
 from conftest import count_full_calls
+from hypothesis import given
+from hypothesis import strategies as st
 
 import dmlnumba
 
 from devices import needs_real_gpu
-from strategies import slice_grad_reference
+from strategies import arrays, bits, slice1_reference, slice_grad_reference, windows
 
 torch = pytest.importorskip("torch")
 
@@ -130,14 +132,58 @@ def test_bfloat16_repeats_take_a_runner(device, monkeypatch):
         assert dmlnumba.slice_grad(y, *back, out=gout) is gout and gout._version > v
         np.testing.assert_array_equal(_bits(gout), slice_grad_reference(want, *back))
         rows = np.argwhere(h != 0)
-        for given in (False, True):
-            outs = {"out_count": cnt, "out_coordinates": crd} if given else {}
+        for into in (False, True):
+            outs = {"out_count": cnt, "out_coordinates": crd} if into else {}
             count, coords = dmlnumba.nonzero_coordinates(x, dtype=torch.int64, **outs)
-            assert (count is cnt and coords is crd) == given
+            assert (count is cnt and coords is crd) == into
             assert int(count[0]) == len(rows)
             np.testing.assert_array_equal(coords[: len(rows)].cpu().numpy(), rows)
         np.testing.assert_array_equal(dmlnumba.argwhere(x).cpu().numpy(), rows)
     assert len(full) == 6  # each operator's first call, into new and into given outputs
+    for _ in range(3):  # into its own input: the runner's overlap test sends it the full way
+        want = _bits(x)[::-1].copy()
+        assert dmlnumba.slice1(x, (0, 0), (4, 6), (-1, 1), out=x) is x
+        np.testing.assert_array_equal(_bits(x), want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@given(data=st.data())
+def test_bfloat16_calls_match_numpy(device, data):
+    """bfloat16 tensors of drawn layouts and bits (drawn as float16's, whose zeros,
+    +0 and -0, are bfloat16's too), three calls of each operator on one layout (the
+    later ones take the runner the first kept), each input with other values: slice1's
+    and slice_grad's bits as NumPy copies them, nonzero's and argwhere's rows as
+    NumPy finds them, new bfloat16 results and given outputs written in place."""
+    h = data.draw(arrays(dtypes=["float16"], max_dims=5))
+    if not h.flags.writeable or any(s <= 0 for s in h.strides):  # (no such tensor)
+        h = h.copy()
+    params = data.draw(windows(h.shape))
+    full = params[:3]  # the whole window: slice_grad's gradient has its shape
+    out = gout = None
+    for k in range(3):
+        if k:  # other values in the same memory: the same layout
+            h[...] = np.roll(h, 1)
+        a = torch.from_numpy(h.view(np.int16)).to(device).view(torch.bfloat16)
+        assert device != "cpu" or a.stride() == tuple(s // 2 for s in h.strides)
+        want = bits(slice1_reference(h, *params))
+        sl = dmlnumba.slice1(a, *params)
+        np.testing.assert_array_equal(_bits(sl).view(want.dtype), want)
+        out = torch.empty_like(sl) if out is None else out
+        assert dmlnumba.slice1(a, *params, out=out) is out
+        np.testing.assert_array_equal(_bits(out).view(want.dtype), want)
+        g = torch.from_numpy(np.array(slice1_reference(h.view(np.int16), *full))).to(device)
+        g = g.view(torch.bfloat16)
+        back = bits(slice_grad_reference(slice1_reference(h, *full), h.shape, *full))
+        sg = dmlnumba.slice_grad(g, h.shape, *full)
+        np.testing.assert_array_equal(_bits(sg).view(back.dtype), back)
+        gout = torch.empty_like(sg) if gout is None else gout
+        assert dmlnumba.slice_grad(g, h.shape, *full, out=gout) is gout
+        np.testing.assert_array_equal(_bits(gout).view(back.dtype), back)
+        rows = np.argwhere(h)
+        count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.int64)
+        assert int(count[0]) == len(rows)
+        np.testing.assert_array_equal(coords[: len(rows)].cpu().numpy(), rows)
+        np.testing.assert_array_equal(dmlnumba.argwhere(a).cpu().numpy(), rows)
 
 
 @pytest.mark.parametrize("fullgraph", [False, True])
