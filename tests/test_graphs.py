@@ -184,6 +184,74 @@ def test_what_a_graph_cannot_hold_is_refused():
     assert errors[1].startswith("nonzero_coordinates(): ") and "CUDA graph" in errors[1]
 
 
+@pytest.mark.parametrize("capture", ["torch global", "torch relaxed", "cupy"])
+def test_legacy_stream_calls_are_refused_inside_a_capture(capture, monkeypatch):
+    """A numba array's call with no ``stream=`` runs on the legacy default stream.
+    Inside a PyTorch capture its repeats (the runner) broke a global-mode capture
+    with a driver error, and in a relaxed one, or CuPy's, they ran at once, missing
+    from the graph that replays run.  Now every such call raises a ValueError naming
+    its function before it does anything: repeats into new and given outputs, and
+    calls of a new layout (the full path, which makes a runner for new outputs and
+    writes given ones itself); the capture goes on and replays what it holds."""
+    import cupy as cp
+    import torch
+    from conftest import count_full_calls
+    from numba import cuda
+
+    full = count_full_calls(monkeypatch)
+    x = cuda.to_device(np.ones(100, np.float32))
+    oc, ox = cuda.device_array(1, np.uint32), cuda.device_array((100, 1), np.uint32)
+    out = cuda.device_array(100, np.float32)
+    calls = {
+        "nonzero_coordinates": lambda: dmlnumba.nonzero_coordinates(x),
+        "nonzero_coordinates ": lambda: dmlnumba.nonzero_coordinates(
+            x, out_count=oc, out_coordinates=ox
+        ),
+        "slice1": lambda: dmlnumba.slice1(x, (0,), (100,), (-1,)),
+        "slice1 ": lambda: dmlnumba.slice1(x, (0,), (100,), (-1,), out=out),
+        "slice_grad": lambda: dmlnumba.slice_grad(x, (102,), (1,), (100,), (1,)),
+    }
+    for f in calls.values():  # runners kept, outside the capture
+        f()
+    kept = len(full)
+    fresh = cuda.to_device(np.ones((4, 25), np.float32))  # a layout no call has seen
+    fresh_out = cuda.device_array((4, 25), np.float32)
+    calls["nonzero_coordinates  "] = lambda: dmlnumba.nonzero_coordinates(fresh)
+    calls["slice1  "] = lambda: dmlnumba.slice1(fresh, (0, 0), (4, 25), (1, 1), out=fresh_out)
+    calls["argwhere"] = lambda: dmlnumba.argwhere(x)
+    errors = []
+
+    def each():
+        for name, f in calls.items():
+            with pytest.raises(ValueError) as e:
+                f()
+            errors.append((name.strip(), str(e.value)))
+
+    if capture == "cupy":
+        y = cp.zeros(3, cp.float32)
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            s.begin_capture()
+            each()
+            y += 1
+            g = s.end_capture()
+        g.launch(stream=s)
+        s.synchronize()
+        assert float(y[0]) == 1.0
+    else:
+        y = torch.zeros(3, device="cuda")
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, capture_error_mode=capture.split()[1]):
+            each()
+            y += 1
+        g.replay()
+        torch.cuda.synchronize()
+        assert float(y[0]) == 1.0
+    assert len(full) == kept + 2  # the new layout's calls: the full path; the rest runners
+    for name, message in errors:
+        assert message.startswith(f"{name}(): ") and "CUDA graph" in message, message
+
+
 def test_torch_compile_reduce_overhead_on_cuda():
     """torch.compile(fullgraph=True, mode="reduce-overhead") of a function calling
     both operators: exact over varying inputs (CUDA graphs replayed by PyTorch)."""

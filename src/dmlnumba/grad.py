@@ -21,7 +21,7 @@ def slice_grad_into(t: Any, c: Call) -> Any:
         run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, None, c.stream)
         if run is not None:
             return c.keep(run)(c.input)
-    ks = t.call_stream(c.lib, c.stream, g)
+    ks = t.call_stream(c.lib, c.stream, g, f)
     new = None
     if c.out is None:
         zeroed = t.ZEROS_FREE and g.size != math.prod(c.shape)

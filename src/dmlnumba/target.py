@@ -154,8 +154,9 @@ class Target(Runs, Protocol):
     ) -> Any:
         """A new C-contiguous array of library ``lib`` beside ``like``, for ``stream``."""
 
-    def call_stream(self, lib: Any, stream: Any, x: Any) -> Any:
-        """The stream a call reading ``x`` runs on (``stream=``, else the library's)."""
+    def call_stream(self, lib: Any, stream: Any, x: Any, func: str | None = None) -> Any:
+        """The stream a call of ``func`` reading ``x`` runs on (``stream=``, else the
+        library's); the legacy stream is refused inside a capture (CUDA's)."""
 
     def check_stream(self, stream: Any, func: str) -> None:
         """A ValueError or TypeError naming ``func`` for a ``stream=`` this target
@@ -308,7 +309,7 @@ def slice1_into(t: Any, c: Call) -> Any:
     through a buffer where it overlaps the input; a checked one keeps a runner)."""
     x, f = c.x, c.f
     if c.out is None:
-        ks = t.call_stream(c.lib, c.stream, x)
+        ks = t.call_stream(c.lib, c.stream, x, f)
         new = t.empty(c.shape, x.dtype, ks, x, c.lib, f)
         t.slice1(x, c.starts, c.steps, t.describe(new, "out", f), ks, fresh=True)
         return t.as_library(c.lib, new, c.bf16)
@@ -319,7 +320,7 @@ def slice1_into(t: Any, c: Call) -> Any:
             run = c.keep(run)  # a NumPy out on the CPU (no marks to repeat): written by it now
             if o is c.out and run(c.input, o) is not None:
                 return c.given_out
-    ks = t.call_stream(c.lib, c.stream, x)
+    ks = t.call_stream(c.lib, c.stream, x, f)
     t.slice1(x, c.starts, c.steps, o, ks)
     return c.given_out
 
@@ -362,7 +363,7 @@ def nonzero_into(t: Any, c: Call) -> tuple[Any, Any]:
         if run is not None:
             c.keep(run)
     aliased = any(o is not None and t.overlaps(x, o) for o in (oc, ox))
-    ks = t.call_stream(lib, c.stream, x)
+    ks = t.call_stream(lib, c.stream, x, f)
     new_count = t.empty((1,), dt, ks, x, lib, f) if oc is None or aliased else None
     new_coords = t.empty((rows, w), dt, ks, x, lib, f) if ox is None or aliased else None
     wc = oc if new_count is None else t.describe(new_count, "out_count", f)
@@ -383,7 +384,7 @@ def counted_rows(t: Any, x: Any, w: int, dt: Any, lib: Any, stream: Any, f: str)
     """The compact ``(count, w)`` rows of ``x`` on the target ``t``: a counting
     launch, the count read back (a wait; refused inside a capture), then a launch
     that writes the rows into an array of exactly that many (no worst-case buffer)."""
-    ks = t.call_stream(lib, stream, x)
+    ks = t.call_stream(lib, stream, x, f)
     wc = t.describe(t.empty((1,), dt, ks, x, lib, f), "count", f)
     t.nonzero(x, 0, wc, wc, ks, 0, func=f)
     n = t.read_count(wc, ks, f)

@@ -19,7 +19,7 @@ from .sim import SIM
 from .streams import (
     call_stream,
     core_stream,
-    refuse_capture,
+    refuse_legacy,
     torch_current_stream,
     torch_module,
     torch_of,
@@ -59,17 +59,16 @@ def _bare(x):
     return DeviceView(None, x.shape, x.strides, x.dtype, 0, False)
 
 
-def _source(x, ptr_of, func):
+def _source(x, ptr_of):
     """A runner's input: ``(layout, read)``, ``read(obj, handle)`` giving ``(address,
     staged)``, ``staged`` the address to give back after the launch (0: none).  A
-    NumPy input sent to the GPU is uploaded, C-contiguous, per call (refused inside a
-    capture)."""
+    NumPy input sent to the GPU is uploaded, C-contiguous, per call (on the legacy
+    stream, whose handle :func:`library_io` gives: refused inside a capture)."""
     if x.host is None:
         return x, lambda obj, handle: (ptr_of(obj), 0)
     dev = x.device
 
     def read(obj, handle):
-        refuse_capture(handle, func, "copies a NumPy input to the GPU")
         ptr = upload(np.ascontiguousarray(obj), handle, dev)
         return ptr, ptr
 
@@ -122,7 +121,7 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
         return None
     dev = x.device
     with on(dev):  # a first call from another device's thread: the plan, allocators there
-        ptr_of, handle, alloc, scr, give = library_io(lib, x, stream)
+        ptr_of, handle, alloc, scr, give = library_io(lib, x, stream, "nonzero_coordinates")
         new_count = alloc((1,), dtype) if oc is None else None
         new_coords = alloc((rows, width), dtype) if ox is None else None
     given = oc is not None or ox is not None
@@ -134,7 +133,7 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
     if ox is not None:
         ol, oget, orr, omark = _given(ox)
     xr = None if x.host is not None else _bare(x).span()  # a staged input meets nothing
-    x, read = _source(x, ptr_of, "nonzero_coordinates")
+    x, read = _source(x, ptr_of)
     go = nonzero_plan(_bare(x), width, cl, ol, rows).launch
     want = context_handle(dev)
 
@@ -145,9 +144,7 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
         if ctx != want and not entered:
             with on(dev):
                 return run(obj, out_count, out_coordinates, True)
-        h = handle()
-        # The input first: a NumPy input's upload is refused inside a capture before
-        # anything is allocated (an allocation there would end the capture).
+        h = handle()  # (the legacy stream's refused inside a capture: nothing done yet)
         xp, staged = read(obj, h)
         try:  # (a staged input given back whatever happens: an interrupt, no memory)
             c = new_count() if new_count is not None else out_count
@@ -238,7 +235,7 @@ def _copy_runner(
         return None
     dev = x.device
     with on(dev):
-        ptr_of, handle, alloc, _, give = library_io(lib, x, stream)
+        ptr_of, handle, alloc, _, give = library_io(lib, x, stream, func)
         new_out = alloc(shape, x.dtype) if out is None else None
     o, oget, orr, mark = (_new_view(shape, x.dtype), _new_ptr(ptr_of, give), None, False)
     if out is not None:
@@ -254,7 +251,7 @@ def _copy_runner(
             nbytes, low = o.size * x.itemsize, o.span()[0]
     off = dst.ptr
     xr = None if x.host is not None or out is None else _bare(x).span()
-    x, read = _source(x, ptr_of, func)
+    x, read = _source(x, ptr_of)
     go = plan(_bare(x), starts, steps, dst).launch
     want = context_handle(dev)
 
@@ -263,8 +260,8 @@ def _copy_runner(
         if ctx != want and not entered:
             with on(dev):
                 return run(obj, out, True)
-        h = handle()
-        xp, staged = read(obj, h)  # first: a NumPy input's upload is refused inside a capture
+        h = handle()  # (the legacy stream's refused inside a capture: nothing done yet)
+        xp, staged = read(obj, h)
         try:  # (a staged input given back whatever happens)
             o = new_out() if new_out is not None else out
             op = oget(o)
@@ -284,7 +281,7 @@ def _copy_runner(
     return run
 
 
-def library_io(lib, v, stream=None):
+def library_io(lib, v, stream=None, func="dmlnumba"):
     """For repeated default calls of library ``lib`` (PyTorch, CuPy, numba or JAX) on
     inputs on ``v``'s device (current when the functions are called): ``(address
     of an input, the current stream's handle, allocator, scratch, give)``; with a
@@ -296,7 +293,9 @@ def library_io(lib, v, stream=None):
     ``give`` (None: the array itself) makes a new result the library's array: a JAX
     input's address is read once its work is done, its call runs on the legacy
     default stream into new numba arrays, handed back through
-    :func:`~dmlnumba.gpu.views.to_jax`.
+    :func:`~dmlnumba.gpu.views.to_jax`.  The legacy stream's handle (numba, JAX
+    and NumPy inputs) is given by :func:`_legacy`: refused inside a capture, as
+    the full path refuses it, naming ``func``.
     The fast counterpart of :func:`~dmlnumba.gpu.streams.call_stream` and
     :func:`~dmlnumba.gpu.views.new_array` with ``stream=None``: bound
     built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
@@ -360,11 +359,23 @@ def library_io(lib, v, stream=None):
     if lib == "jax":
         return (
             lambda a: a.block_until_ready().unsafe_buffer_pointer(),  # (JAX's streams)
-            (lambda: 0),
+            _legacy(func),
             numba_alloc,
             scratch(None, dev),
             functools.partial(to_jax, device=dev),
         )
     from .._internals import numba_pointer
 
-    return (numba_pointer, (lambda: 0), numba_alloc, scratch(None, dev), None)
+    return (numba_pointer, _legacy(func), numba_alloc, scratch(None, dev), None)
+
+
+def _legacy(func):
+    """The legacy default stream's handle, 0, for a runner of ``func``, asked per call
+    before anything is read, allocated or launched: a ValueError while PyTorch's or
+    CuPy's current stream captures (:func:`~dmlnumba.gpu.streams.refuse_legacy`)."""
+
+    def handle():
+        refuse_legacy(func)
+        return 0
+
+    return handle

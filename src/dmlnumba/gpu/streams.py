@@ -172,20 +172,35 @@ def torch_current_stream(torch):
     return lambda i: current(i).cuda_stream
 
 
-def call_stream(lib, stream, v):
+def call_stream(lib, stream, v, func=None):
     """The raw handle of the stream a call of library ``lib`` reading ``v`` runs
     on: the caller's ``stream=``, else that library's current stream on ``v``'s
-    device (numba and NumPy: the legacy default stream, 0)."""
+    device (numba, JAX and NumPy: the legacy default stream, 0).  ``func``: the
+    call's function, whose work on the legacy stream is refused while PyTorch's or
+    CuPy's current stream captures (:func:`refuse_legacy`)."""
     if stream is not None:
-        return _handle(stream)
-    if lib == "torch":
+        h = _handle(stream)
+    elif lib == "torch":
         return torch_current_stream(torch_module())(torch_device(v))
-    if lib == "cupy":
+    elif lib == "cupy":
         import cupy
 
         with cupy.cuda.Device(cupy_device(v)):
             return cupy.cuda.get_current_stream().ptr
-    return 0
+    else:
+        h = 0
+    if h == 0 and func is not None:
+        refuse_legacy(func)
+    return h
+
+
+def refuse_legacy(func):
+    """ValueError naming ``func`` for work on the legacy default stream (a numba, JAX
+    or NumPy input's call with no ``stream=``) while PyTorch's or CuPy's current
+    stream captures: in a global-mode capture that work ends the capture with a
+    driver error, in a relaxed one it runs at once and is missing from the graph
+    that replays run."""
+    refuse_capture(0, func, "runs on the legacy default stream (no stream= given)")
 
 
 def torch_stream(torch, handle, device):

@@ -346,7 +346,7 @@ def _transposed(rows, c):
     """The ``(n, w)`` rows transposed into a new C-contiguous ``(w, n)`` array."""
     v = describe(rows, "coordinates", c.f)
     n, w = v.shape
-    ks = call_stream(c.lib, c.stream, c.x)
+    ks = call_stream(c.lib, c.stream, c.x, c.f)
     new = empty((w, n), v.dtype, ks, c.x, c.lib, c.f)
     if n and w:
         t = DeviceView(
@@ -359,5 +359,5 @@ def _transposed(rows, c):
 def empty_result(c, shape, dtype):
     """A new empty result of the input's library, on its device."""
     x = c.x
-    ks = call_stream(c.lib, None, x)
+    ks = call_stream(c.lib, None, x, c.f)
     return as_library(c.lib, empty(shape, dtype, ks, x, c.lib, c.f), c.bf16)
