@@ -122,7 +122,10 @@ def _library_capturing():
         if torch.cuda.is_current_stream_capturing():
             return True
     cupy = sys.modules.get("cupy")
-    return cupy is not None and cupy.cuda.get_current_stream().is_capturing()
+    if cupy is None:
+        return False
+    s = cupy.cuda.get_current_stream()
+    return s.ptr != 0 and s.is_capturing()  # (nothing captures on the legacy stream)
 
 
 def refuse_capture(handle, func, what):
