@@ -186,7 +186,8 @@ def test_what_a_graph_cannot_hold_is_refused():
 
 @pytest.mark.parametrize("capture", ["torch global", "torch relaxed", "cupy"])
 def test_legacy_stream_calls_are_refused_inside_a_capture(capture, monkeypatch):
-    """A numba array's call with no ``stream=`` runs on the legacy default stream.
+    """A numba array's call with no ``stream=`` runs on the legacy default stream (as
+    does a call given that stream's handle, 0).
     Inside a PyTorch capture its repeats (the runner) broke a global-mode capture
     with a driver error, and in a relaxed one, or CuPy's, they ran at once, missing
     from the graph that replays run.  Now every such call raises a ValueError naming
@@ -211,6 +212,8 @@ def test_legacy_stream_calls_are_refused_inside_a_capture(capture, monkeypatch):
         "slice1 ": lambda: dmlnumba.slice1(x, (0,), (100,), (-1,), out=out),
         "slice_grad": lambda: dmlnumba.slice_grad(x, (102,), (1,), (100,), (1,)),
     }
+    t = torch.ones(100, device="cuda")  # a PyTorch tensor given the legacy stream's handle
+    calls["slice1   "] = lambda: dmlnumba.slice1(t, (0,), (100,), (-1,), stream=0)
     for f in calls.values():  # runners kept, outside the capture
         f()
     kept = len(full)
@@ -250,6 +253,42 @@ def test_legacy_stream_calls_are_refused_inside_a_capture(capture, monkeypatch):
     assert len(full) == kept + 2  # the new layout's calls: the full path; the rest runners
     for name, message in errors:
         assert message.startswith(f"{name}(): ") and "CUDA graph" in message, message
+
+
+FIRST_CALLS_IN_A_CAPTURE = """
+import numpy as np, torch
+from numba import cuda
+import dmlnumba
+h = np.ones(100, np.float32)
+x = cuda.to_device(h)  # (numba's own allocation: dmlnumba's pool not yet asked)
+g = torch.cuda.CUDAGraph()
+errors = []
+with torch.cuda.graph(g):
+    for f in (
+        lambda: dmlnumba.nonzero_coordinates(h, device="cuda"),
+        lambda: dmlnumba.nonzero_coordinates(x),
+        lambda: dmlnumba.slice1(x, (0,), (100,), (-1,)),
+    ):
+        try:
+            f()
+        except ValueError as e:
+            errors.append(str(e))
+print(len(errors), all("CUDA graph" in e for e in errors))
+"""
+
+
+def test_first_calls_inside_a_capture_are_refused_in_a_new_process():
+    """A process's first calls on the legacy stream inside a PyTorch capture: its
+    runner's making asked the stream-ordered pool and the look-back scratch first,
+    which the capture refused with a driver error (ending it); with the pool made by
+    earlier calls the ValueError came.  Now the ValueError comes first either way."""
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-c", FIRST_CALLS_IN_A_CAPTURE], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["3", "True"], r.stdout + r.stderr[-3000:]
 
 
 def test_torch_compile_reduce_overhead_on_cuda():

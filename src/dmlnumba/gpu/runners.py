@@ -294,8 +294,9 @@ def library_io(lib, v, stream=None, func="dmlnumba"):
     input's address is read once its work is done, its call runs on the legacy
     default stream into new numba arrays, handed back through
     :func:`~dmlnumba.gpu.views.to_jax`.  The legacy stream's handle (numba, JAX
-    and NumPy inputs) is given by :func:`_legacy`: refused inside a capture, as
-    the full path refuses it, naming ``func``.
+    and NumPy inputs, or a ``stream=`` of handle 0) is given by :func:`_legacy`:
+    refused inside a capture, as the full path refuses it, naming ``func`` (here
+    too, before the pool is asked, the first call's way to its runner).
     The fast counterpart of :func:`~dmlnumba.gpu.streams.call_stream` and
     :func:`~dmlnumba.gpu.views.new_array` with ``stream=None``: bound
     built-ins (a method, ``functools.partial``, ``operator.attrgetter``) where the
@@ -303,7 +304,10 @@ def library_io(lib, v, stream=None, func="dmlnumba"):
     reach it only where the current device is the input's (see
     ``dmlnumba.layouts.layout_key``)."""
     dev = v.device
-    h = None if stream is None else call_stream(lib, stream, v)  # (the full path's handle)
+    h = None if stream is None else call_stream(lib, stream, v, func)  # (the full path's)
+    legacy = _legacy(func)
+    if lib not in ("torch", "cupy") and h is None:
+        legacy()  # a capture refuses the pool's and the scratch's first questions too
     if lib == "torch":
         torch = torch_module()
         empty, dtypes = torch.empty, torch_of
@@ -319,7 +323,7 @@ def library_io(lib, v, stream=None, func="dmlnumba"):
             side = torch_stream(torch, h, dev)
             return _for_stream(new, h, current, lambda: torch.cuda.stream(side))
 
-        handle = current if h is None else (lambda: h)
+        handle = current if h is None else legacy if h == 0 else (lambda: h)
         return torch.Tensor.data_ptr, handle, allocator, scratch("torch", dev), None
     if lib == "cupy":
         import cupy
@@ -336,7 +340,7 @@ def library_io(lib, v, stream=None, func="dmlnumba"):
             side = cupy.cuda.ExternalStream(h)
             return _for_stream(new, h, current_cupy, lambda: side)
 
-        handle = current_cupy if h is None else (lambda: h)
+        handle = current_cupy if h is None else legacy if h == 0 else (lambda: h)
         return operator.attrgetter("data.ptr"), handle, cupy_alloc, scratch("cupy", dev), None
 
     def numba_alloc(shape, dt):
@@ -359,14 +363,14 @@ def library_io(lib, v, stream=None, func="dmlnumba"):
     if lib == "jax":
         return (
             lambda a: a.block_until_ready().unsafe_buffer_pointer(),  # (JAX's streams)
-            _legacy(func),
+            legacy,
             numba_alloc,
             scratch(None, dev),
             functools.partial(to_jax, device=dev),
         )
     from .._internals import numba_pointer
 
-    return (numba_pointer, _legacy(func), numba_alloc, scratch(None, dev), None)
+    return (numba_pointer, legacy, numba_alloc, scratch(None, dev), None)
 
 
 def _legacy(func):
