@@ -344,3 +344,30 @@ def test_jax_cuda_arrays_in_give_jax_arrays_out():
     assert isinstance(s, jax.Array)
     np.testing.assert_array_equal(np.asarray(s), host[::-1, 1::3])
     np.testing.assert_array_equal(np.asarray(dmlnumba.argwhere(x)), np.argwhere(host))
+
+
+def test_jax_cuda_arrays_are_refused_inside_a_capture():
+    """A JAX array's repeated calls run on the legacy default stream: inside a PyTorch
+    capture they raise the ValueError naming the function (see
+    test_legacy_stream_calls_are_refused_inside_a_capture), and the capture ends."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import torch
+
+    x = jax.device_put(jnp.ones((30, 40), jnp.float32), jax_gpu())
+    calls = {
+        "nonzero_coordinates": lambda: dmlnumba.nonzero_coordinates(x),
+        "slice1": lambda: dmlnumba.slice1(x, (0, 0), (30, 40), (-1, 1)),
+    }
+    for f in calls.values():  # runners kept, outside the capture
+        f()
+    g = torch.cuda.CUDAGraph()
+    y = torch.zeros(3, device="cuda")
+    with torch.cuda.graph(g):
+        for name, f in calls.items():
+            with pytest.raises(ValueError, match=rf"^{name}\(\): .*CUDA graph"):
+                f()
+        y += 1
+    g.replay()
+    torch.cuda.synchronize()
+    assert float(y[0]) == 1.0
