@@ -402,6 +402,44 @@ def test_repeats_into_given_outputs(kind):
         assert keys.window("slice_grad", g, (n,), *w, out, None, None)[1] is not None  # kept
 
 
+@pytest.mark.parametrize("kind", ["numpy", "torch_cpu"])
+def test_repeats_into_the_same_outputs_again(kind):
+    """The CPU runner keeps the views of the last small output it wrote (the one it
+    zeroes, the window's) while that output is given again: outputs given again and
+    in turn, one reshaped in place and back, one made read-only and writeable again,
+    and the window's own elements given as the gradient (the full path) each give
+    NumPy's answer, and the read-only one is refused."""
+    shape, w = (20, 20, 20), ((2, 3, 4), (10, 10, 10), (-1, 1, 1))
+    arrays = [np.full(shape, 7, np.float32) for _ in range(2)]
+    if kind == "torch_cpu":
+        torch = pytest.importorskip("torch")
+        outs = [torch.from_numpy(a) for a in arrays]
+    else:
+        outs = arrays
+    rng = np.random.default_rng(8)
+    for i in (0, 0, 1, 0, 1, 1, 0):
+        g = rng.random((10, 10, 10)).astype(np.float32)
+        assert dmlnumba.slice_grad(g, shape, *w, out=outs[i]) is outs[i]
+        np.testing.assert_array_equal(arrays[i], slice_grad_reference(g, shape, *w))
+    a = arrays[0]
+    if kind == "numpy":
+        a.shape = (8000,)
+        with pytest.raises(ValueError, match=r"^slice_grad\(\): out"):
+            dmlnumba.slice_grad(g, shape, *w, out=a)
+        a.shape = shape
+        a.flags.writeable = False
+        with pytest.raises(ValueError, match=r"^slice_grad\(\): out is read-only"):
+            dmlnumba.slice_grad(g, shape, *w, out=a)
+        a.flags.writeable = True
+    g = rng.random((10, 10, 10)).astype(np.float32)
+    assert dmlnumba.slice_grad(g, shape, *w, out=outs[0]) is outs[0]
+    np.testing.assert_array_equal(a, slice_grad_reference(g, shape, *w))
+    inside = outs[0][2:12, 3:13, 4:14]  # the output's own elements: read whole first
+    want = slice_grad_reference(np.array(a[2:12, 3:13, 4:14]), shape, *w)
+    assert dmlnumba.slice_grad(inside, shape, *w, out=outs[0]) is outs[0]
+    np.testing.assert_array_equal(a, want)
+
+
 @pytest.mark.parametrize("kind", ["cupy", "torch"])
 @pytest.mark.parametrize("given", [False, True])
 def test_repeats_zeroing_box_by_box(kind, given):

@@ -21,7 +21,7 @@ from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, refuse_read_only, slice1, slice1_runner
 from .threads import one_thread
-from .views import library_give, library_runner, out_view
+from .views import KEEP_VIEW_BYTES, library_give, library_runner, out_view
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -144,17 +144,26 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None, stream=None):
     bytes_view = by_bytes(first)  # (asked of the first output: the key holds its layout)
     view = out_view()
     ndarray = np.ndarray
+    # The last small output's views (the one to zero, the window's), kept while it is
+    # given again: the same array has the same memory, and the key its layout.
+    kept: tuple = (None, None, None)  # read and set whole
 
     def run_out(x, o):
+        nonlocal kept
         # A PyTorch CPU tensor's memory: the last small one's view kept.
         a = o if type(o) is ndarray else view(o)
         if not a.flags.writeable:  # (the key holds no flag: asked of every call)
             refuse_read_only(a, "slice_grad")
         if may_share(x, a):
             return None
+        last, zeroed, window = kept
+        if a is not last:
+            zeroed, window = (a.view(_BYTES) if bytes_view else a), a[idx]
+            if a.nbytes <= KEEP_VIEW_BYTES:
+                kept = (a, zeroed, window)
         if not covers:  # (a fill costs less than an assignment of 0)
-            (a.view(_BYTES) if bytes_view else a).fill(0)
-        copy(x, a[idx])
+            zeroed.fill(0)
+        copy(x, window)
         if a is not o:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
         return o
