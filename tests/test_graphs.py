@@ -347,8 +347,9 @@ def test_jax_cuda_arrays_in_give_jax_arrays_out():
 
 
 def test_jax_cuda_arrays_are_refused_inside_a_capture():
-    """A JAX array's repeated calls run on the legacy default stream: inside a PyTorch
-    capture they raise the ValueError naming the function (see
+    """A JAX array's calls run on the legacy default stream: inside a PyTorch capture
+    its repeats (the runner) and a new layout's call (the full path, whose wait for
+    JAX's work would end the capture) raise the ValueError naming the function (see
     test_legacy_stream_calls_are_refused_inside_a_capture), and the capture ends."""
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
@@ -361,6 +362,8 @@ def test_jax_cuda_arrays_are_refused_inside_a_capture():
     }
     for f in calls.values():  # runners kept, outside the capture
         f()
+    fresh = jax.device_put(jnp.ones((7, 11), jnp.float32), jax_gpu())  # a new layout
+    calls["argwhere"] = lambda: dmlnumba.argwhere(fresh)  # (the full path: its wait first)
     g = torch.cuda.CUDAGraph()
     y = torch.zeros(3, device="cuda")
     with torch.cuda.graph(g):

@@ -173,12 +173,19 @@ def torch_view(t, f, name="input"):
     return t, False
 
 
-def _readable(input, lib, f):
+def _readable(input, lib, f, stream):
     """``(input, bf16)``: the input as the kernels can read it: a JAX array once its
-    asynchronous work is done (JAX computes on streams of its own), a PyTorch tensor
-    through :func:`torch_view` (``bf16``: a bfloat16 one, viewed as
+    asynchronous work is done (JAX computes on streams of its own; a GPU one's call
+    with no ``stream=``, which runs on the legacy stream, refused first while
+    PyTorch's or CuPy's current stream captures: the wait would end the capture), a
+    PyTorch tensor through :func:`torch_view` (``bf16``: a bfloat16 one, viewed as
     float16)."""
     if lib == "jax":
+        if stream is None and any(d.platform == "gpu" for d in input.devices()):
+            cuda_target(f)
+            from .gpu.streams import refuse_legacy
+
+            refuse_legacy(f)
         input.block_until_ready()
     elif lib == "torch":
         return torch_view(input, f)
@@ -219,7 +226,7 @@ def window_call(f, input, name, window, out, device, stream, lib, key=None):
     float16, the same two bytes (its runner is kept for bfloat16 tensors:
     :func:`dmlnumba.keys.window_keeper`)."""
     given_out = out
-    input, bf16 = _readable(input, lib, f)
+    input, bf16 = _readable(input, lib, f, stream)
     if bf16 and out is not None:
         out = bfloat16_out(out, f)
     target, x = resolve(input, device, f, name, lib)
@@ -249,7 +256,7 @@ def nonzero_call(
 ):
     """The :class:`~dmlnumba.target.Call` of an array's nonzero_coordinates or argwhere
     (``f``), checked (``width``, ``dtype`` and ``max_count`` read already)."""
-    input, bf16 = _readable(input, lib, f)  # bfloat16 counted as float16: the same zeros
+    input, bf16 = _readable(input, lib, f, stream)  # bfloat16 counted as float16: its zeros
     target, x = resolve(input, device, f, lib=lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
