@@ -182,7 +182,7 @@ def _readable(input, lib, f, stream):
     float16)."""
     if lib == "jax":
         if stream is None and any(d.platform == "gpu" for d in input.devices()):
-            cuda_target(f)
+            cuda_target(f)  # (its own error where numba-cuda or a GPU is missing)
             from .gpu.streams import refuse_legacy
 
             refuse_legacy(f)
