@@ -30,6 +30,7 @@ from . import validation as v
 from .arrays import _ASK, is_cuda_array, is_dask, library
 from .cpu import process
 from .cpu import target as target_cpu
+from .dtypes import is_bfloat16
 from .interop import bfloat16_out, check_jax_fits
 from .target import Call, CudaTarget, Target
 from .validation import host_array
@@ -162,34 +163,54 @@ def torch_view(t, f, name="input"):
     """``(tensor, bfloat16)``: a PyTorch tensor as the kernels can read it, its lazy
     negation resolved (a view whose storage holds the un-negated values), a
     bfloat16 one viewed as float16 (whose zero bits, copy and NaN rule are the same);
-    ``bfloat16`` says which.  A conjugated one (complex) is refused."""
+    ``bfloat16``: ``torch.bfloat16`` for such a one, else None.  A conjugated one
+    (complex) is refused."""
     torch = _modules["torch"]
     if t.is_conj():
         raise TypeError(f"{f}(): {name} is a conjugated (complex) tensor, which is not supported")
     if t.is_neg():
         t = t.resolve_neg()
     if t.dtype == torch.bfloat16:
-        return t.view(torch.float16), True
-    return t, False
+        return t.view(torch.float16), torch.bfloat16
+    return t, None
 
 
-def _readable(input, lib, f, stream):
-    """``(input, bf16)``: the input as the kernels can read it: a JAX array once its
-    asynchronous work is done (JAX computes on streams of its own; a GPU one's call
-    with no ``stream=``, which runs on the legacy stream, refused first while
-    PyTorch's or CuPy's current stream captures: the wait would end the capture), a
-    PyTorch tensor through :func:`torch_view` (``bf16``: a bfloat16 one, viewed as
-    float16)."""
+def readable(input, lib, f, stream=None, name="input"):
+    """``(input, bf16)``: the input as the kernels can read it, ``bf16`` the bfloat16
+    dtype it had (else None), read as float16, whose zero bits, copy and NaN rule
+    are the same: a JAX array once its asynchronous work is done (JAX computes on
+    streams of its own; a GPU one's call with no ``stream=``, which runs on the
+    legacy stream, refused first while PyTorch's or CuPy's current stream captures:
+    the wait would end the capture), a bfloat16 one's bits on the CPU read in
+    place, on a GPU bitcast by JAX (a copy: JAX has no views); a PyTorch tensor
+    through :func:`torch_view`; a NumPy array of ml_dtypes' bfloat16 as a view."""
     if lib == "jax":
-        if stream is None and any(d.platform == "gpu" for d in input.devices()):
+        gpu = any(d.platform == "gpu" for d in input.devices())
+        if stream is None and gpu:
             cuda_target(f)  # (its own error where numba-cuda or a GPU is missing)
             from .gpu.streams import refuse_legacy
 
             refuse_legacy(f)
         input.block_until_ready()
+        if is_bfloat16(input.dtype):
+            bf16 = input.dtype
+            if gpu:
+                jax = _modules["jax"]
+                bits = jax.lax.bitcast_convert_type(input, jax.numpy.float16)
+                return bits.block_until_ready(), bf16
+            return np.ndarray.view(np.asarray(input), np.float16), bf16  # (JAX's memory)
     elif lib == "torch":
-        return torch_view(input, f)
-    return input, False
+        return torch_view(input, f, name)
+    elif isinstance(input, np.ndarray) and is_bfloat16(input.dtype):
+        return np.ndarray.view(input, np.float16), input.dtype
+    return input, None
+
+
+def _bfloat16_key(key, lib):
+    """The key under which a bfloat16 input's call keeps its runner: its own, but
+    None for a JAX array (its float16 bits are a copy JAX makes, which no runner
+    reads: every call takes the full path)."""
+    return None if lib == "jax" else key
 
 
 def slice1_window(offsets, sizes, strides, output_sizes):
@@ -226,10 +247,17 @@ def window_call(f, input, name, window, out, device, stream, lib, key=None):
     float16, the same two bytes (its runner is kept for bfloat16 tensors:
     :func:`dmlnumba.keys.window_keeper`)."""
     given_out = out
-    input, bf16 = _readable(input, lib, f, stream)
-    if bf16 and out is not None:
-        out = bfloat16_out(out, f)
+    input, bf16 = readable(input, lib, f, stream, name)
+    if bf16 is not None:
+        if out is not None:
+            out = bfloat16_out(out, f)
+        key = _bfloat16_key(key, lib)
     target, x = resolve(input, device, f, name, lib)
+    if bf16 is not None and out is None and lib not in ("torch", "jax") and target.name != "cpu":
+        raise TypeError(
+            f"{f}(): a bfloat16 NumPy {name} runs on the CPU only (numba's device arrays "
+            f"hold no bfloat16); pass out= or a PyTorch or JAX array for a GPU"
+        )
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f, name)
     starts, steps, shape = window(x)
@@ -256,7 +284,9 @@ def nonzero_call(
 ):
     """The :class:`~dmlnumba.target.Call` of an array's nonzero_coordinates or argwhere
     (``f``), checked (``width``, ``dtype`` and ``max_count`` read already)."""
-    input, bf16 = _readable(input, lib, f, stream)  # bfloat16 counted as float16: its zeros
+    input, bf16 = readable(input, lib, f, stream)  # bfloat16 counted as float16: its zeros
+    if bf16 is not None:
+        key = _bfloat16_key(key, lib)
     target, x = resolve(input, device, f, lib=lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)

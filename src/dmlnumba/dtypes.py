@@ -40,14 +40,25 @@ def names(dtypes):
     return ", ".join(sorted(str(d) for d in dtypes))
 
 
+def is_bfloat16(dtype):
+    """Whether a NumPy dtype is bfloat16 (ml_dtypes', which JAX's arrays and ONNX's
+    tensors hold; NumPy has none of its own).  Its bytes are always native: a
+    byte-swapped one is a plain ``V2``."""
+    return isinstance(dtype, np.dtype) and dtype.name == "bfloat16"
+
+
 def check_dtype(dtype, allowed, func, name="input"):
     """Raise TypeError unless ``dtype``, in either byte order, is in ``allowed``: the
     kernels read the bits, and a byte-swapped float's sign bit is found by
-    :func:`nonzero_mask` (NumPy takes either byte order)."""
+    :func:`nonzero_mask` (NumPy takes either byte order).  bfloat16 passes: every
+    call reads it as float16 (whose zero bits and copy are the same), and only the
+    dask adapters, whose blocks are such calls, ask about it here."""
     if dtype not in allowed and (dtype.isnative or dtype.newbyteorder("=") not in allowed):
+        if is_bfloat16(dtype):
+            return
         raise TypeError(
             f"{func}(): {name} dtype {dtype} is not supported; supported dtypes: "
-            f"{names(allowed)} (either byte order)"
+            f"{names(allowed)} (either byte order), bfloat16"
         )
 
 
@@ -83,11 +94,12 @@ def coord_dtype(dtype, size, f="nonzero_coordinates"):
 def nonzero_mask(dtype):
     """Bits that make an element non-zero, as the native unsigned integer of its size
     reads them: all of them, but the sign bit of a float (so that -0.0 is zero; NaN
-    and the infinities are not), byte-swapped where ``dtype`` is (its sign bit is then
-    in the other end's byte)."""
+    and the infinities are not), bfloat16's too (a kernel that reads one as it is:
+    the dask adapters' NumPy blocks), byte-swapped where ``dtype`` is (its sign bit
+    is then in the other end's byte)."""
     bits = dtype.itemsize * 8
     full = (1 << bits) - 1
-    if dtype.kind != "f":
+    if dtype.kind != "f" and not is_bfloat16(dtype):
         return full
     if dtype.isnative:
         return full >> 1

@@ -1,6 +1,6 @@
-"""The input libraries' ways, at the API's door: a bfloat16 ``out=`` read as float16,
-PyTorch's rules for the tensors a call writes, JAX's 64-bit mode (the input's own
-view, :func:`dmlnumba.dispatch.torch_view`, is the in-memory prepare step's).  The
+"""The input libraries' ways, at the API's door: bfloat16 (PyTorch's, ml_dtypes') read
+as float16, PyTorch's rules for the tensors a call writes, JAX's 64-bit mode (the
+input's own view, :func:`dmlnumba.dispatch.readable`, is the in-memory prepare step's).  The
 prepare step and the targets call these: they know the library already, and nothing
 here asks it."""
 
@@ -8,30 +8,48 @@ import sys
 
 import numpy as np
 
+from .dtypes import is_bfloat16
+
 _modules = sys.modules
 
 
 def bfloat16_out(out, f):
-    """The float16 view of a bfloat16 ``out=`` for a bfloat16 input (the kernels copy
-    the same two bytes); any other output's dtype differs from the input's, which
-    is a TypeError naming both (a float16 one would receive bfloat16 bits)."""
-    torch = _modules["torch"]
-    if isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16:
+    """The float16 view of a bfloat16 ``out=`` (a PyTorch tensor, or a NumPy array of
+    ml_dtypes' bfloat16) for a bfloat16 input (the kernels copy the same two bytes);
+    any other output's dtype differs from the input's, which is a TypeError naming
+    both (a float16 one would receive bfloat16 bits)."""
+    torch = _modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16:
         return out.view(torch.float16)
+    if isinstance(out, np.ndarray) and is_bfloat16(out.dtype):
+        return np.ndarray.view(out, np.float16)  # (NumPy's own: a subclass's could lie)
     if getattr(out, "dtype", None) is None:
-        raise TypeError(f"{f}(): out must be a bfloat16 tensor, not {type(out).__name__}")
+        raise TypeError(f"{f}(): out must be a bfloat16 array, not {type(out).__name__}")
     raise TypeError(f"{f}(): out has dtype {dtype_name(out.dtype)}, expected bfloat16")
 
 
-def bfloat16_runner(run, window):
-    """The runner kept for a bfloat16 tensor's repeated calls: ``run``, the one made
-    for its float16 view (the same two bytes, read and copied as the full path reads
-    them, :func:`dmlnumba.dispatch.torch_view`), given float16 views of the input
-    and of a window's ``out`` (slice1's, slice_grad's: ``window``), a window's new
-    result viewed back as bfloat16.  nonzero's and argwhere's outputs are integers:
+def bfloat16_result(lib, r, bf16):
+    """A new window result ``r`` of float16 bits (the input's library's array) as the
+    input's bfloat16 dtype ``bf16``: a view of the same memory (a PyTorch tensor, a
+    NumPy array); a JAX array bitcast by JAX."""
+    if lib == "jax":
+        return _modules["jax"].lax.bitcast_convert_type(r, bf16)
+    return r.view(bf16)
+
+
+def bfloat16_runner(run, window, bf16):
+    """The runner kept for a bfloat16 input's repeated calls (a PyTorch tensor, a
+    NumPy array; ``bf16``: its dtype): ``run``, the one made for its float16 view
+    (the same two bytes, read and copied as the full path reads them,
+    :func:`dmlnumba.dispatch.readable`), given float16 views of the input and of a
+    window's ``out`` (slice1's, slice_grad's: ``window``), a window's new result
+    viewed back as bfloat16.  nonzero's and argwhere's outputs are integers:
     passed and given back as they are."""
-    torch = _modules["torch"]
-    view, f16, bf16 = torch.Tensor.view, torch.float16, torch.bfloat16
+    if isinstance(bf16, np.dtype):
+        view, f16 = np.ndarray.view, np.dtype(np.float16)
+    else:
+        torch = _modules["torch"]
+        view, f16 = torch.Tensor.view, torch.float16
     if not window:
         return lambda x, *outs: run(view(x, f16), *outs)
 

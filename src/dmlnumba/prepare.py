@@ -10,7 +10,7 @@
 - a dask array's parameters are read once and its call runs on :mod:`dmlnumba.chunked`
   (no ``out=``, no ``stream=``);
 - any other array goes to :mod:`dmlnumba.dispatch`, which resolves its library's
-  ways (JAX, PyTorch's bfloat16 and negation), its target, view and stream, and
+  ways (JAX, bfloat16, PyTorch's negation), its target, view and stream, and
   checks everything before anything is written.
 
 ``key``: a key function's (:mod:`dmlnumba.keys`) key, under which the call's target
@@ -231,9 +231,7 @@ def view(x, f, name) -> Call:
     lib = library(x)
     if lib == "dask":
         return Call(f, x, lib, adapter("dask"), x=x)
-    bf16 = False
-    if lib == "torch":
-        x, bf16 = dispatch.torch_view(x, f, name)
+    x, bf16 = dispatch.readable(x, lib, f, None, name)
     target, a = dispatch.resolve(x, None, f, name, lib)
     return Call(f, x, lib, target, x=a, bf16=bf16)
 

@@ -97,7 +97,8 @@ class Call:
     def __init__(self, f: str, input: Any, lib: Any, target: Any, **fields: Any) -> None:
         self.f, self.input, self.lib, self.target = f, input, lib, target
         self.x = self.stream = self.device = self.key = self.keep = self.args = None
-        self.bf16 = self.zero_d = self.transposed = False
+        self.zero_d = self.transposed = False
+        self.bf16 = None
         self.starts = self.steps = self.shape = self.out = self.given_out = None
         self.width = self.dtype = self.rows = self.max_count = None
         self.out_count = self.out_coordinates = None
@@ -145,9 +146,9 @@ class Target(Runs, Protocol):
     def check_out(self, out: Any, dtype: Any, shape: Any, name: str, func: str, x: Any) -> Any:
         """A caller's output, described and checked (:func:`check_out`)."""
 
-    def as_library(self, lib: Any, a: Any, bf16: bool = ...) -> Any:
-        """A new result as an array of the input's library ``lib`` (``bf16``: a float16
-        tensor's bits, as bfloat16)."""
+    def as_library(self, lib: Any, a: Any, bf16: Any = ...) -> Any:
+        """A new result as an array of the input's library ``lib`` (``bf16``: float16
+        bits, as that bfloat16 dtype)."""
 
     def empty(
         self, shape: Any, dtype: Any, stream: Any, like: Any, lib: Any = ..., func: Any = ...

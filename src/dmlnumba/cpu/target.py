@@ -16,7 +16,7 @@ from .. import grad as _grad
 from .. import target as _shared
 from ..array_checks import host_array
 from ..arrays import library
-from ..interop import torch_written
+from ..interop import bfloat16_result, torch_written
 from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, refuse_read_only, slice1, slice1_runner
@@ -235,13 +235,12 @@ def check_out(out, dtype, shape, name, func, x):
     return _shared.check_out(_self, out, dtype, shape, name, func, x, library(out) == "torch")
 
 
-def as_library(lib, a, bf16=False):
+def as_library(lib, a, bf16=None):
     """A new NumPy result as the input's library's array: a PyTorch tensor over the
-    same memory (``bf16``: float16 bits as bfloat16), a JAX array through DLPack."""
-    if lib not in ("torch", "jax"):
-        return a
-    r = library_give(lib)(a)
-    return r.view(sys.modules["torch"].bfloat16) if bf16 else r
+    same memory, a JAX array through DLPack (``bf16``: float16 bits as that bfloat16
+    dtype, :func:`~dmlnumba.interop.bfloat16_result`)."""
+    r = library_give(lib)(a) if lib in ("torch", "jax") else a
+    return r if bf16 is None else bfloat16_result(lib, r, bf16)
 
 
 #: slice1: :func:`dmlnumba.target.slice1_call` on this target.

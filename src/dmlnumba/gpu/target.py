@@ -25,6 +25,7 @@ from numba import cuda
 from .. import grad as _grad
 from .. import target as _shared
 from ..arrays import library
+from ..interop import bfloat16_result
 from ..layout import c_strides, scatter_window
 from ..validation import shares_memory as shares_memory_exact
 from ..validation import uint_of_size
@@ -306,16 +307,15 @@ def check_out(out, dtype, shape, name, func, x):
     return _shared.check_out(_self, out, dtype, shape, name, func, x, library(out) == "torch")
 
 
-def as_library(lib, a, bf16=False):
-    """A new result (allocated in the input's library already) as handed back: a
-    float16 PyTorch tensor's bits as bfloat16 (``bf16``); for a JAX input, a JAX array
-    through DLPack once the call's work is done (JAX reads on streams of its own; the
-    call ran on the legacy default stream, where JAX inputs run)."""
+def as_library(lib, a, bf16=None):
+    """A new result (allocated in the input's library already) as handed back: for a
+    JAX input, a JAX array through DLPack once the call's work is done (JAX reads on
+    streams of its own; the call ran on the legacy default stream, where JAX inputs
+    run); float16 bits as the bfloat16 dtype ``bf16`` (a PyTorch tensor's view, a
+    JAX array bitcast: :func:`~dmlnumba.interop.bfloat16_result`)."""
     if lib == "jax":
-        return to_jax(a, describe(a, "result", "to_jax").device)
-    if bf16:
-        return a.view(sys.modules["torch"].bfloat16)
-    return a
+        a = to_jax(a, describe(a, "result", "to_jax").device)
+    return a if bf16 is None else bfloat16_result(lib, a, bf16)
 
 
 #: slice1: :func:`dmlnumba.target.slice1_call` on this target.
