@@ -209,6 +209,26 @@ def test_onnx_models_with_slice_nodes_match_the_reference_evaluator(monkeypatch)
     assert calls["slice"] + calls["nonzero"] >= n_nodes > 50
 
 
+def test_bfloat16_models_through_the_reference_evaluator(monkeypatch):
+    """A model's bfloat16 data (ml_dtypes' arrays, as onnx's evaluator holds them; it
+    was a TypeError): Slice copies the bits, and NonZero finds what onnx's own
+    operator finds (-0.0 among the zeros, NaN among the rest)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    calls = count_calls(monkeypatch)
+    bf = np.dtype(ml_dtypes.bfloat16)
+    h = (np.arange(24, dtype=np.float32).reshape(4, 6) - 5).astype(bf)
+    h[1, 2], h[0, 0] = -0.0, np.nan
+    params = ([3, 1], [0, 6], [0, 1], [-1, 2])
+    got, want = (reference_slice(h, *params, new_ops=new) for new in (True, False))
+    assert got.dtype == want.dtype == bf
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    np.testing.assert_array_equal(got.view(np.uint16), h.view(np.uint16)[3:0:-1, 1::2])
+    got, want = (_evaluator("NonZero", bf, ("x",), new).run(None, {"x": h})[0] for new in (1, 0))
+    assert want.shape == (2, 22)
+    np.testing.assert_array_equal(got, want)
+    assert calls["slice"] == calls["nonzero"] == 1
+
+
 def test_slice_1_attributes_through_the_reference_evaluator(monkeypatch):
     """Slice-1 to Slice-9 take starts, ends and axes as attributes."""
     pytest.importorskip("onnx")
