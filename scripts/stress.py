@@ -4,8 +4,9 @@
                              [--threading-layer {default,omp,tbb,workqueue}]
 
 Each of ``--processes`` spawned processes runs ``--threads`` threads; each thread makes
-random calls (slice1, slice_grad, nonzero_coordinates, argwhere; every dtype, 1 to 6
-dimensions, C / F / reversed / strided / permuted / broadcast layouts, sizes that run on
+random calls (slice1, slice_grad, nonzero_coordinates, argwhere; every dtype, ml_dtypes'
+bfloat16 too where installed; 1 to 6 dimensions, C / F / reversed / strided / permuted /
+broadcast layouts, sizes that run on
 one thread and on all of them, window parameters as tuples, lists, tuples of NumPy integers
 or NumPy arrays, new and caller-given outputs, slice_grad's out holding its own gradient,
 read-only ones refused) and checks
@@ -33,6 +34,12 @@ import numpy as np
 from dmlnumba.validation import DML_DTYPES
 
 DTYPES = [d.name for d in DML_DTYPES]
+try:  # bfloat16 NumPy arrays, read as float16
+    import ml_dtypes
+
+    DTYPES.append(ml_dtypes.bfloat16)
+except ImportError:
+    pass
 
 
 def _array(rng):
