@@ -251,13 +251,13 @@ def window_call(f, input, name, window, out, device, stream, lib, key=None):
     if bf16 is not None:
         if out is not None:
             out = bfloat16_out(out, f)
+        elif lib not in ("torch", "jax") and (parse_device(device, f) or ("cpu",))[0] == "cuda":
+            raise TypeError(  # (before its upload)
+                f"{f}(): a bfloat16 NumPy {name} runs on the CPU only: its result on a GPU "
+                f"would be a numba device array, which holds no bfloat16"
+            )
         key = _bfloat16_key(key, lib)
     target, x = resolve(input, device, f, name, lib)
-    if bf16 is not None and out is None and lib not in ("torch", "jax") and target.name != "cpu":
-        raise TypeError(
-            f"{f}(): a bfloat16 NumPy {name} runs on the CPU only (numba's device arrays "
-            f"hold no bfloat16); pass out= or a PyTorch or JAX array for a GPU"
-        )
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f, name)
     starts, steps, shape = window(x)
