@@ -305,6 +305,10 @@ def test_ctrl_c_during_the_first_calls_import_leaves_the_library_usable():
         import os, signal, sys, importlib.abc
         import numpy as np, dmlnumba
 
+        # Python's own handler, whatever this process inherited: a shell's background
+        # job starts with SIGINT ignored, and then no KeyboardInterrupt comes.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         class CtrlC(importlib.abc.MetaPathFinder):
             # A real SIGINT, once, as the first call imports numba.core.typing.
             sent = False
