@@ -14,6 +14,8 @@
 - :func:`old_tree` imports an older source tree (a commit, by ``git archive``, or a
   directory) under another module name, ``dmlnumba_old``, beside this one: an A/B in
   one process.
+- :func:`trees_cli` reads ``--old`` and ``--rounds``; :func:`small_inputs` gives the
+  small calls' inputs.
 - :func:`with_settings` makes a contender of ``config`` settings (a tuning A/B), applied
   before its loop.
 """
@@ -193,6 +195,36 @@ def old_tree(ref, name="dmlnumba_old"):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def trees_cli(rounds=15):
+    """``(args, trees)`` of a script that times this tree beside an older one:
+    ``args.old`` (``--old REF``, see :func:`old_tree`) and ``args.rounds``
+    (``--rounds``); ``trees`` maps a contender's prefix to its package (``""``: this
+    tree's ``dmlnumba``, ``"old "``: the older one, where given)."""
+    import argparse
+
+    import dmlnumba
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--old")
+    ap.add_argument("--rounds", type=int, default=rounds)
+    args = ap.parse_args()
+    trees = {"": dmlnumba}
+    if args.old:
+        trees["old "] = old_tree(args.old)
+    return args, trees
+
+
+def small_inputs():
+    """The small calls' inputs (NumPy float32): 1000 elements, half of them zero (a
+    nonzero's), and a (20, 20, 20) cube (a slice1 window's source), the same each run."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    h = rng.random(1000).astype(np.float32)
+    h[h < 0.5] = 0
+    return h, rng.random((20, 20, 20)).astype(np.float32)
 
 
 def settings(spec):

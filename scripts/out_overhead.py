@@ -19,27 +19,12 @@ call over its library's peer.  ``--old REF`` adds every call of an older tree
     python3 scripts/out_overhead.py [--old REF] [--rounds 15]
 """
 
-import argparse
-
 import harness
 import numpy as np
 import torch
 
-import dmlnumba
-
-ap = argparse.ArgumentParser()
-ap.add_argument("--old")
-ap.add_argument("--rounds", type=int, default=15)
-args = ap.parse_args()
-
-trees = {"": dmlnumba}
-if args.old:
-    trees["old "] = harness.old_tree(args.old)
-
-rng = np.random.default_rng(0)
-h = rng.random(1000).astype(np.float32)
-h[h < 0.5] = 0
-cube = rng.random((20, 20, 20)).astype(np.float32)
+args, trees = harness.trees_cli()
+h, cube = harness.small_inputs()
 t, tc = torch.from_numpy(h), torch.from_numpy(cube)
 outs = {
     "numpy": (np.empty(1, np.uint32), np.empty((1000, 1), np.uint32), np.empty((10,) * 3, "f4")),

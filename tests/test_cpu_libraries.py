@@ -145,6 +145,8 @@ def test_device_cpu_takes_the_runner_of_no_device(monkeypatch):
                 np.testing.assert_array_equal(np.asarray(got), h[3:0:-1, ::2])
                 count, coords = dmlnumba.nonzero_coordinates(x, device=device)
                 assert type(coords) is type(x) and int(count[0]) == 18
+                if x is on_cpu:  # (JAX's default device, where JAX makes arrays, may be a GPU)
+                    assert got.devices() == count.devices() == coords.devices() == x.devices()
                 np.testing.assert_array_equal(np.asarray(coords)[:18], np.argwhere(h))
     assert len(full) == 4  # each operator's first call of each library
     for x in (torch.from_numpy(h), on_cpu):

@@ -237,8 +237,10 @@ def check_out(out, dtype, shape, name, func, x):
 
 def as_library(lib, a, bf16=None):
     """A new NumPy result as the input's library's array: a PyTorch tensor over the
-    same memory, a JAX array through DLPack (``bf16``: float16 bits as that bfloat16
-    dtype, :func:`~dmlnumba.interop.bfloat16_result`)."""
+    same memory, a JAX array of its values (``bf16``: float16 bits as that bfloat16
+    dtype: a NumPy array's view, which JAX takes as it is; a tensor's view)."""
+    if bf16 is not None and lib != "torch":
+        a, bf16 = a.view(bf16), None
     r = library_give(lib)(a) if lib in ("torch", "jax") else a
     return r if bf16 is None else bfloat16_result(lib, r, bf16)
 
