@@ -13,12 +13,14 @@ a call"::
     python scripts/call_path.py torch-cpu|jax|dask   # (dask: the graph's building)
 
 Layers (docs/DESIGN.md's module map): 0 ``api``; 1 the prepare step's front
-(``keys``, ``prepare``); 2 the adapters (``torch_ops``, ``chunked``, ``onnx``); 3 the
-in-memory prepare step and what it asks (``dispatch``, ``interop``, ``validation``,
-``arrays``); 4 the targets (``target``, ``cpu.target``, ``gpu.target``); 5 what a
+(``keys``, ``prepare``, and the keys' ``layouts``, ``traced``, ``caches``); 2 the
+adapters (``torch_ops``, ``chunked``, ``onnx``); 3 the in-memory prepare step and what
+it asks (``dispatch``, ``interop``, ``validation``, ``arrays``, ``array_checks``,
+``dtypes``); 4 the targets (``target``, ``cpu.target``, ``gpu.target``); 5 what a
 target uses (``gpu.plans``, ``gpu.views``, ``gpu.streams``, ``gpu.memory``,
-``gpu.runners``, ``cpu.views``, ``cpu.slice``, ``cpu.nonzero``, ``cpu.threads``,
-``cpu.compiling``, ``layout``, ``params``); 6 launches and kernels.
+``gpu.runners``, ``gpu.devices``, ``gpu.launch``, ``cpu.views``, ``cpu.slice``,
+``cpu.nonzero``, ``cpu.nonzero_launch``, ``cpu.threads``, ``cpu.compiling``,
+``cpu.process``, ``layout``, ``params``); 6 kernels (any other module).
 """
 
 import sys
@@ -27,12 +29,15 @@ import numpy as np
 
 import dmlnumba
 
-LAYERS = {"api": 0, "keys": 1, "prepare": 1, "torch_ops": 2, "chunked": 2, "onnx": 2}
+LAYERS = {"api": 0, "torch_ops": 2, "chunked": 2, "onnx": 2}
+LAYERS.update(dict.fromkeys(["keys", "prepare", "layouts", "traced", "caches"], 1))
 LAYERS.update(dict.fromkeys(["dispatch", "interop", "validation", "arrays"], 3))
+LAYERS.update(dict.fromkeys(["array_checks", "dtypes"], 3))
 LAYERS.update({"target": 4, "cpu.target": 4, "gpu.target": 4, "layout": 5, "params": 5})
 LAYERS.update(dict.fromkeys(["gpu.plans", "gpu.views", "gpu.streams", "gpu.memory"], 5))
 LAYERS.update(dict.fromkeys(["gpu.runners", "cpu.views", "cpu.slice", "cpu.nonzero"], 5))
-LAYERS.update(dict.fromkeys(["cpu.threads", "cpu.compiling"], 5))
+LAYERS.update(dict.fromkeys(["cpu.threads", "cpu.compiling", "cpu.nonzero_launch"], 5))
+LAYERS.update(dict.fromkeys(["cpu.process", "gpu.devices", "gpu.launch"], 5))
 
 
 #: The prepare step's modules, whose functions return the input as a target reads it.
