@@ -4,9 +4,11 @@ CUDA arrays.  Read as float16, whose zeros (+0 and -0) and bytes are bfloat16's:
 slice1 and slice_grad copy the bits, nonzero and argwhere count every other value.
 PyTorch's own bfloat16 rules are in test_torch_rules.py."""
 
+import contextlib
+
 import numpy as np
 import pytest
-from conftest import count_full_calls
+from conftest import count_full_calls, tiny_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,11 +63,18 @@ def _library(kind, r):
 def test_bfloat16_arrays_match_numpy(kind, data):
     """Drawn layouts and bits (drawn as float16's: their zeros are bfloat16's), three
     calls of each operator a layout, each with other values (NumPy's later calls
-    take the runner the first kept; JAX's take the full path): slice1's and
-    slice_grad's bits as NumPy copies them, bfloat16 results of the input's library,
-    NumPy outputs written in place, nonzero's and argwhere's rows as NumPy finds them."""
+    take the runner the first kept; JAX's take the full path), on the serial path or
+    (tiny blocks) the parallel one: slice1's and slice_grad's bits as NumPy copies
+    them, bfloat16 results of the input's library, NumPy outputs written in place,
+    nonzero's and argwhere's rows as NumPy finds them."""
     h = data.draw(arrays(dtypes=["float16"], max_dims=5))
     params = data.draw(windows(h.shape))
+    blocks = tiny_blocks() if data.draw(st.booleans()) else contextlib.nullcontext()
+    with blocks:
+        _match_numpy(kind, h, params)
+
+
+def _match_numpy(kind, h, params):
     full = params[:3]  # the whole window: slice_grad's gradient has its shape
     make = MAKE[kind]
     out = gout = None
