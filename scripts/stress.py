@@ -6,11 +6,10 @@
 Each of ``--processes`` spawned processes runs ``--threads`` threads; each thread makes
 random calls (slice1, slice_grad, nonzero_coordinates, argwhere; every dtype, ml_dtypes'
 bfloat16 too where installed; 1 to 6 dimensions, C / F / reversed / strided / permuted /
-broadcast layouts, sizes that run on
-one thread and on all of them, window parameters as tuples, lists, tuples of NumPy integers
-or NumPy arrays, new and caller-given outputs, slice_grad's out holding its own gradient,
-read-only ones refused) and checks
-every result bit for bit against NumPy.  The main process also makes calls (so that its
+broadcast layouts, sizes that run on one thread and on all of them, window parameters as
+tuples, lists, tuples of NumPy integers or NumPy arrays, new and caller-given outputs,
+slice_grad's out holding its own gradient, read-only ones refused) and checks every
+result bit for bit against NumPy.  The main process also makes calls (so that its
 thread pool is running) and then feeds a fork-based pool the same kind of work.  It
 prints one line per process and a total, and exits 1 if any call failed or any worker
 died.
