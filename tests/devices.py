@@ -170,3 +170,11 @@ def jax_gpu():
         return jax.devices("gpu")[0]
     except RuntimeError:
         pytest.skip("needs a JAX with a GPU backend")
+
+
+def torch_devices(torch):
+    """The devices of PyTorch tests: the CPU, and CUDA where a real GPU is and PyTorch
+    sees it."""
+    no_gpu = not torch.cuda.is_available()
+    cuda_marks = [needs_real_gpu, pytest.mark.skipif(no_gpu, reason="PyTorch sees no GPU")]
+    return ["cpu", pytest.param("cuda", marks=cuda_marks)]

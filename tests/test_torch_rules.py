@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import dmlnumba
 
-from devices import needs_real_gpu
+from devices import torch_devices
 from strategies import arrays, bits, slice1_reference, slice_grad_reference, windows
 
 torch = pytest.importorskip("torch")
@@ -21,16 +21,7 @@ torch = pytest.importorskip("torch")
 # The fake implementations raise the eager call's errors; PyTorch logs each one too.
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
 
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            needs_real_gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="PyTorch sees no GPU"),
-        ],
-    ),
-]
+DEVICES = torch_devices(torch)
 
 
 def _raised(excinfo, kind, text):

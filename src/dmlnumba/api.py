@@ -45,10 +45,12 @@ def slice1(
     key, run = keys.window(
         "slice1", input, offsets, sizes, strides, output_sizes, out, device, stream
     )
-    if run is not None:
+    if run is not None:  # None from it: the full path decides (see keys)
         if out is None:
-            return run(input)
-        if run(input, out) is not None:  # None where out may overlap the input
+            r = run(input)
+            if r is not None:
+                return r
+        elif run(input, out) is not None:
             return out
     call = prepare.slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, key)
     return call.target.slice1_call(call)
@@ -82,8 +84,10 @@ def slice_grad(
     key, run = keys.window("slice_grad", *args)
     if run is not None:
         if out is None:
-            return run(input_gradient)
-        if run(input_gradient, out) is not None:  # None where out may meet the gradient
+            r = run(input_gradient)
+            if r is not None:
+                return r
+        elif run(input_gradient, out) is not None:  # None where out may meet the gradient
             return out
     call = prepare.slice_grad(*args, key)
     return call.target.slice_grad_call(call)
@@ -126,11 +130,9 @@ def nonzero_coordinates(
     f = "nonzero_coordinates"
     oc, ox = out_count, out_coordinates
     key, run = keys.nonzero(f, input, width, dtype, max_count, device, stream, oc, ox)
-    if run is not None:
-        if oc is None and ox is None:
-            return run(input)
-        r = run(input, oc, ox)
-        if r is not None:  # None where an output may overlap the input
+    if run is not None:  # None from it: the full path decides (see keys)
+        r = run(input) if oc is None and ox is None else run(input, oc, ox)
+        if r is not None:
             return r
     call = prepare.nonzero(
         input, width, dtype, max_count, out_count, out_coordinates, device, stream, key
@@ -151,6 +153,8 @@ def argwhere(input: Any, *, device: str | None = None, stream: Any = None) -> An
     """
     key, run = keys.nonzero("argwhere", input, None, np.int64, None, device, stream)
     if run is not None:  # a repeated CPU call (CPU runners only)
-        return run(input)
+        r = run(input)
+        if r is not None:  # (None: a freed tensor's call, refused by the full path)
+            return r
     call = prepare.argwhere(input, device, stream, key)
     return call.target.argwhere_call(call)

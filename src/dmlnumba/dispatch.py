@@ -31,7 +31,7 @@ from .arrays import _ASK, is_cuda_array, is_dask, library
 from .cpu import process
 from .cpu import target as target_cpu
 from .dtypes import is_bfloat16
-from .interop import bfloat16_out, check_jax_fits
+from .interop import bfloat16_out, check_jax_fits, check_storage
 from .target import Call, CudaTarget, Target
 from .validation import host_array
 
@@ -164,8 +164,10 @@ def torch_view(t, f, name="input"):
     negation resolved (a view whose storage holds the un-negated values), a
     bfloat16 one viewed as float16 (whose zero bits, copy and NaN rule are the same);
     ``bfloat16``: ``torch.bfloat16`` for such a one, else None.  A conjugated one
-    (complex) is refused."""
+    (complex) is refused, and one whose storage does not hold its elements
+    (:func:`~dmlnumba.interop.check_storage`)."""
     torch = _modules["torch"]
+    check_storage(t, name, f)
     if t.is_conj():
         raise TypeError(f"{f}(): {name} is a conjugated (complex) tensor, which is not supported")
     if t.is_neg():

@@ -55,7 +55,8 @@ def bfloat16_runner(run, window, bf16):
 
     def go(x, out=None):
         if out is None:
-            return view(run(view(x, f16)), bf16)
+            r = run(view(x, f16))
+            return None if r is None else view(r, bf16)  # (None: the full path)
         return run(view(x, f16), view(out, f16))  # out itself, or None: the full path
 
     return go
@@ -67,15 +68,45 @@ def dtype_name(dtype):
     return str(dtype).rpartition(".")[2]
 
 
+def check_storage(t, name, f):
+    """ValueError where the strided PyTorch tensor ``t`` has elements that its storage
+    does not hold: a storage freed or shrunk in place (``untyped_storage().resize_(0)``,
+    as FSDP and activation offloading leave tensors).  Its data pointer is then null
+    or too short: PyTorch's own kernels read or write past it, and a NumPy view of a
+    null one is new memory, not the tensor's.  A tensor whose storage cannot be asked
+    (a wrapper subclass) is left to the checks that follow."""
+    if t.layout is not _modules["torch"].strided:
+        return
+    try:
+        shape, strides, have = t.shape, t.stride(), t.untyped_storage().nbytes()
+        first = t.storage_offset()
+    except (RuntimeError, NotImplementedError):
+        return
+    last = first
+    for n, s in zip(shape, strides):
+        if n == 0:
+            return
+        last += (n - 1) * s
+    need = (last + 1) * t.element_size()
+    if need > have:
+        raise ValueError(
+            f"{f}(): {name}'s storage holds {have} bytes, and its elements need {need}: "
+            f"a storage freed or shrunk in place (untyped_storage().resize_()); give "
+            f"it its memory back first"
+        )
+
+
 def torch_out(o, dtype, name, f):
     """A PyTorch tensor the call is about to write, checked as PyTorch checks its
     own ``out=`` and in-place ops, before anything is written: no bfloat16 unless
-    expected (``dtype``: a NumPy dtype, which has none), no inference tensor outside
+    expected (``dtype``: a NumPy dtype, which has none), no freed storage
+    (:func:`check_storage`), no inference tensor outside
     ``torch.inference_mode()``, no tensor that requires grad while grad mode is on
     (the writes are not differentiable); under ``torch.no_grad()`` such a tensor is
     written through ``detach()``, which shares its version counter.  Returns the
     tensor to write; :func:`torch_written` marks it afterwards."""
     torch = _modules["torch"]
+    check_storage(o, name, f)
     if o.dtype is torch.bfloat16:  # dtypes are singletons
         raise TypeError(f"{f}(): {name} has dtype bfloat16, expected {dtype}")
     if o.is_inference() and not torch.is_inference_mode_enabled():

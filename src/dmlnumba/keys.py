@@ -60,8 +60,10 @@ def nonzero(
     """``(key, runner)`` of a nonzero_coordinates (``f``) or argwhere call; the key
     None where the call keeps no runner, :data:`TRACED` where PyTorch traces it.
     Given outputs add their layouts (:func:`~dmlnumba.layouts.out_layout`) to the key, and their
-    runner is a function of ``(input, out_count, out_coordinates)`` that returns None
-    where the full path must run (an output may overlap the input).
+    runner is a function of ``(input, out_count, out_coordinates)``.  Every runner
+    returns None where the full path must run: an output may overlap the input, or a
+    PyTorch tensor's storage was freed (its data pointer null; the full path
+    refuses it, :func:`~dmlnumba.interop.check_storage`).
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
     layout: Any = None
@@ -164,8 +166,9 @@ def window(op, input, a, b, c, d, out, device, stream):
     """``(key, runner)`` of a window call: slice1's (``op``), whose parameters ``a, b, c,
     d`` are offsets, sizes, strides and output_sizes (or None), or slice_grad's (the
     input is the gradient; input_shape, offsets, sizes and strides).  The runner a
-    function of the input (of ``(input, out)`` with ``out``: ``out`` where it wrote,
-    None where ``out`` may overlap the input and the full path must run).  The key,
+    function of the input (of ``(input, out)`` with ``out``: ``out`` where it wrote);
+    None where the full path must run (``out`` may overlap the input; a freed
+    tensor's storage, as for :func:`nonzero`).  The key,
     for the prepare step: ``(id_key, value_key, params)``, the id key None where it
     does not apply; :data:`TRACED` for a traced call (or one autograd records).
 

@@ -150,15 +150,21 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None, stream=Non
         else:  # the kernel asks whether they may overlap (None: it wrote nothing)
             numpy_outs = False
             oc, ox = out_count, out_coordinates
+            vc = None if write_count is None else count_view(oc)
+            vx = None if write_coords is None else coords_view(ox)
+            if (write_count is not None and vc is None) or (
+                write_coords is not None and vx is None
+            ):
+                return None  # (a freed tensor: the full path refuses it)
             if write_count is None:
                 cnt = wc = np.empty(1, u)
             else:
-                wc = write_count(count_view(oc))
+                wc = write_count(vc)
             if write_coords is None:
                 crd = np.empty(shape, u)
                 wx = crd.ravel()
             else:  # (a PyTorch CPU tensor's memory)
-                wx = write_coords(coords_view(ox))
+                wx = write_coords(vx)
         src = read(x)
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
             if passes:
@@ -190,7 +196,10 @@ def _library_runner(run, lib):
     ndarray = np.ndarray
 
     def go(x, *outs):
-        r = run(read(x if ready is None else ready(x)), *outs)
+        a = read(x if ready is None else ready(x))
+        if a is None:  # (a freed tensor: the full path refuses it)
+            return None
+        r = run(a, *outs)
         if r is None:
             return None
         a, b = r

@@ -102,6 +102,8 @@ def slice1_runner(x, starts, steps, out_shape, lib=None, out=None, stream=None):
 
     def into(x, out):
         o = out if type(out) is ndarray else view(out)  # (a PyTorch CPU tensor's memory)
+        if o is None:  # (a freed tensor: the full path refuses it)
+            return None
         if small:
             # As for new outputs.  NumPy's assignment buffers a source that may
             # overlap a destination of two or more dimensions, but of a 1-d one only

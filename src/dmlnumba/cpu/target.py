@@ -152,6 +152,8 @@ def slice_grad_runner(g, starts, steps, shape, lib=None, out=None, stream=None):
         nonlocal kept
         # A PyTorch CPU tensor's memory: the last small one's view kept.
         a = o if type(o) is ndarray else view(o)
+        if a is None:  # (a freed tensor: the full path refuses it)
+            return None
         if not a.flags.writeable:  # (the key holds no flag: asked of every call)
             refuse_read_only(a, "slice_grad")
         if may_share(x, a):

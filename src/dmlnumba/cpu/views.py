@@ -158,7 +158,9 @@ def _torch_reader(torch, inputs=False):
     view: a repeat whose data pointer is the kept one's reads the same bytes through
     it.  The kept view holds that memory alive, so no other tensor can be given
     those addresses while it is kept; a tensor moved to other memory in place
-    (``set_``, ``.data =``) has another data pointer.  ``inputs``: the tensors are
+    (``set_``, ``.data =``) has another data pointer.  None for a tensor whose data
+    pointer is null (its storage freed in place: ``Tensor.numpy`` would give new
+    memory), whose call the full path refuses.  ``inputs``: the tensors are
     read only, and where they require grad (the key holds ``requires_grad``, so the
     first one tells for all; ``Tensor.numpy`` refuses them) they are read through
     ``numpy(force=True)``, the same memory detached: the runner of such a call
@@ -186,6 +188,8 @@ def _torch_reader(torch, inputs=False):
         at, view = kept
         if p == at:
             return view
+        if not p:  # no memory (a freed storage): the full path says so
+            return None
         view = numpy_of(x)
         if view.nbytes <= KEEP_VIEW_BYTES:
             kept = (p, view)
@@ -197,7 +201,8 @@ def _torch_reader(torch, inputs=False):
 def out_view():
     """For one runner's calls, the NumPy view of a caller's output (every one of the
     same type and layout: the runner's key): a NumPy array itself, a PyTorch CPU
-    tensor's memory (:func:`_torch_reader`, the last small one's view kept)."""
+    tensor's memory (:func:`_torch_reader`, the last small one's view kept; None
+    where its storage was freed)."""
     read: Any = None
 
     def view(o):
@@ -216,11 +221,15 @@ def library_runner(run, lib):
     CPU arrays of ``lib`` (:func:`library_io`): each input read in place, a new result
     given back as the library's array, as the full path gives it; with the caller's
     ``out`` (which the runner writes through its memory), what the runner returns:
-    ``out`` as it is, or None (the full path must run)."""
+    ``out`` as it is, or None (the full path must run: also where a tensor's
+    storage was freed, :func:`_torch_reader`)."""
     ready, read, give = library_io(lib)
 
     def go(x, *out):
-        r = run(read(x if ready is None else ready(x)), *out)
-        return r if out else give(r)
+        a = read(x if ready is None else ready(x))
+        if a is None:  # (a freed tensor: the full path refuses it)
+            return None
+        r = run(a, *out)
+        return r if out or r is None else give(r)
 
     return go

@@ -115,7 +115,9 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
     device's context current (made so, for the call, where the calling thread's is
     another's).  With outputs given, the function of ``(input, out_count,
     out_coordinates)`` returns None, having launched nothing, where an output's
-    bytes may meet the input's or the other output's (the full path then decides).
+    bytes may meet the input's or the other output's (the full path then decides),
+    and any call where an address is null (a PyTorch tensor whose storage was freed:
+    the full path refuses it).
     None where the call has no kernel to run (empty input, no rows or columns)."""
     if not (_fast_ok(x, lib, stream) and width and rows):
         return None
@@ -147,10 +149,16 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
         h = handle()  # (the legacy stream's refused inside a capture: nothing done yet)
         xp, staged = read(obj, h)
         try:  # (a staged input given back whatever happens: an interrupt, no memory)
+            if not xp:  # a null address (a freed tensor's): the full path refuses it
+                return None
             c = new_count() if new_count is not None else out_count
             xs = new_coords() if new_coords is not None else out_coordinates
             cp, op = cget(c), oget(xs)
-            if given:  # (an input whose bytes a given output may meet is never a staged one)
+            if given:
+                if not (cp and op):
+                    return (
+                        None  # (an input whose bytes a given output may meet is never a staged one)
+                    )
                 if cr is not None and orr is not None and not _apart(cp, cr, op, orr):
                     return None
                 if xr is not None:
@@ -263,8 +271,12 @@ def _copy_runner(
         h = handle()  # (the legacy stream's refused inside a capture: nothing done yet)
         xp, staged = read(obj, h)
         try:  # (a staged input given back whatever happens)
+            if not xp:  # a null address (a freed tensor's): the full path refuses it
+                return None
             o = new_out() if new_out is not None else out
             op = oget(o)
+            if not op:
+                return None
             if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
                 return None
             if nbytes:
