@@ -116,8 +116,9 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
     another's).  With outputs given, the function of ``(input, out_count,
     out_coordinates)`` returns None, having launched nothing, where an output's
     bytes may meet the input's or the other output's (the full path then decides),
-    and any call where an address is null (a PyTorch tensor whose storage was freed:
-    the full path refuses it).
+    and any call where an address is null (a PyTorch tensor whose storage was freed)
+    or not a multiple of its item size (a view at a byte offset): the full path
+    refuses those.
     None where the call has no kernel to run (empty input, no rows or columns)."""
     if not (_fast_ok(x, lib, stream) and width and rows):
         return None
@@ -138,6 +139,7 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
     x, read = _source(x, ptr_of)
     go = nonzero_plan(_bare(x), width, cl, ol, rows).launch
     want = context_handle(dev)
+    xsz, csz, osz = x.itemsize, cl.itemsize, ol.itemsize
 
     def run(obj, out_count=None, out_coordinates=None, entered=False):
         # The query the launch made anyway, made here: the guard adds a comparison (a
@@ -149,16 +151,14 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
         h = handle()  # (the legacy stream's refused inside a capture: nothing done yet)
         xp, staged = read(obj, h)
         try:  # (a staged input given back whatever happens: an interrupt, no memory)
-            if not xp:  # a null address (a freed tensor's): the full path refuses it
-                return None
+            if not xp or xp % xsz:  # null (a freed tensor) or misaligned: refused by
+                return None  # the full path (check_storage, check_aligned)
             c = new_count() if new_count is not None else out_count
             xs = new_coords() if new_coords is not None else out_coordinates
             cp, op = cget(c), oget(xs)
-            if given:
-                if not (cp and op):
-                    return (
-                        None  # (an input whose bytes a given output may meet is never a staged one)
-                    )
+            if given:  # (an input whose bytes a given output may meet is never a staged one)
+                if not cp or not op or cp % csz or op % osz:  # as the input's
+                    return None
                 if cr is not None and orr is not None and not _apart(cp, cr, op, orr):
                     return None
                 if xr is not None:
@@ -262,6 +262,7 @@ def _copy_runner(
     x, read = _source(x, ptr_of)
     go = plan(_bare(x), starts, steps, dst).launch
     want = context_handle(dev)
+    xsz = x.itemsize
 
     def run(obj, out=None, entered=False):
         ctx = current_context()
@@ -271,11 +272,11 @@ def _copy_runner(
         h = handle()  # (the legacy stream's refused inside a capture: nothing done yet)
         xp, staged = read(obj, h)
         try:  # (a staged input given back whatever happens)
-            if not xp:  # a null address (a freed tensor's): the full path refuses it
-                return None
+            if not xp or xp % xsz:  # null (a freed tensor) or misaligned: refused by
+                return None  # the full path (check_storage, check_aligned)
             o = new_out() if new_out is not None else out
             op = oget(o)
-            if not op:
+            if not op or op % xsz:  # (the output's items are the input's)
                 return None
             if xr is not None and not _apart(xp, xr, op, orr):  # (xr: no staged input)
                 return None

@@ -48,6 +48,7 @@ from .streams import (  # noqa: F401  (the target's interface)
 from .views import (  # noqa: F401  (the target's interface)
     DeviceView,
     Flat,
+    check_aligned,
     describe,
     elsewhere,
     flat,
@@ -87,7 +88,7 @@ def as_device_array(x, device, func, name, lib=None):
     validation (nothing is copied before the checks pass)."""
     if isinstance(x, np.ndarray):
         return staged(x, current_device() if device is None else device)
-    v = view_of(x, lib)
+    v = check_aligned(view_of(x, lib), name, func)
     if device is None or device == v.device or SIM:
         return v
     return elsewhere(v, device)

@@ -208,7 +208,22 @@ def describe(a, name, func):
         raise TypeError(
             f"{func}(): {name} must be a CUDA array (CuPy, PyTorch, Numba), not {type(a).__name__}"
         )
-    return view_of(a, lib=library(a))  # an output: its own library
+    return check_aligned(view_of(a, lib=library(a)), name, func)  # an output: its own library
+
+
+def check_aligned(v, name, func):
+    """``v``, a caller's CUDA array, where its first element's address is a multiple
+    of its item size (so is every element's: its strides are, ``check_strides``);
+    else a ValueError.  A view at a byte offset into other memory is not: the GPU
+    faults on its loads and stores (``misaligned address``), as it does in CuPy's
+    own kernels, and every later CUDA call of the process then fails too."""
+    if v.size and v.ptr % v.itemsize:
+        raise ValueError(
+            f"{func}(): {name} starts at address {v.ptr:#x}, not a multiple of its item "
+            f"size {v.itemsize}: the GPU cannot load or store its items there; pass a copy "
+            f"in new memory"
+        )
+    return v
 
 
 def staged(x, device):
