@@ -87,3 +87,21 @@ def current_cupy_device() -> int:
 
 
 _cupy_get_device: Any = None
+
+
+def jax_deleted(x: Any) -> bool:
+    """Whether the JAX array ``x`` was deleted (donated to a jitted function, or
+    ``delete()``d): its memory is gone, and JAX's own methods raise a RuntimeError.
+    (A tracer has no ``is_deleted``: it is not deleted, and the call says what it is.)"""
+    deleted = getattr(x, "is_deleted", None)
+    return deleted is not None and deleted()
+
+
+def refuse_deleted(x: Any, name: str, f: str) -> None:
+    """ValueError naming ``f`` and ``name`` where the JAX array ``x`` was deleted
+    (:func:`jax_deleted`)."""
+    if jax_deleted(x):
+        raise ValueError(
+            f"{f}(): {name} is a deleted JAX array (donated to a jitted function, or "
+            f"delete()d): its memory is gone"
+        )

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import config
 from . import validation as v
-from .arrays import _ASK, is_cuda_array, is_dask, library
+from .arrays import _ASK, is_cuda_array, is_dask, library, refuse_deleted
 from .cpu import process
 from .cpu import target as target_cpu
 from .dtypes import is_bfloat16
@@ -182,11 +182,13 @@ def readable(input, lib, f, stream=None, name="input"):
     dtype it had (else None), read as float16, whose zero bits, copy and NaN rule
     are the same: a JAX array once its asynchronous work is done (JAX computes on
     streams of its own; a GPU one's call with no ``stream=``, which runs on the
-    legacy stream, refused first while PyTorch's or CuPy's current stream captures:
+    legacy stream, refused first while PyTorch's or CuPy's current stream captures;
+    a deleted one refused:
     the wait would end the capture), a bfloat16 one's bits on the CPU read in
     place, on a GPU bitcast by JAX (a copy: JAX has no views); a PyTorch tensor
     through :func:`torch_view`; a NumPy array of ml_dtypes' bfloat16 as a view."""
     if lib == "jax":
+        refuse_deleted(input, name, f)
         gpu = any(d.platform == "gpu" for d in input.devices())
         if stream is None and gpu:
             cuda_target(f)  # (its own error where numba-cuda or a GPU is missing)

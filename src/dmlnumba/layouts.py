@@ -10,7 +10,7 @@ import numpy as np
 
 from . import config, dispatch
 from . import traced as _tr
-from .arrays import current_cupy_device, library
+from .arrays import current_cupy_device, jax_deleted, library
 from .traced import TRACED
 
 _ndarray = np.ndarray
@@ -121,6 +121,8 @@ def _layout(input, device):
     if gpu is not None and lib not in (("jax",) if cpu else ("cupy", "numba")):
         return None
     if lib == "jax":  # on one device: the CPU, or a GPU (its runner keyed per GPU)
+        if jax_deleted(input):  # (the full path says so)
+            return None
         devices = input.devices()
         if len(devices) != 1:
             return None

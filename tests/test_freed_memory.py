@@ -1,19 +1,23 @@
-"""PyTorch tensors whose storage was freed in place (``untyped_storage().resize_(0)``,
-as FSDP and activation offloading leave parameters), or shrunk: their data pointer is
-null or too short.  ``Tensor.numpy`` of a null one is new memory, so a CPU call read
-garbage (a count of 524 for 1000 ones) and wrote results nobody saw; on CUDA a kernel
-would read address 0.  Every operator refuses such a tensor, as input or output, with
-a ValueError naming the function and the parameter, before anything is written: on
-the checked path (a first call of its layout, which also sees a storage shrunk to
-fewer bytes than its elements take) and where a runner of its layout is kept (which
-sees the null pointer).  Then the same calls on live tensors give the right answer."""
+"""Arrays whose memory is gone. PyTorch tensors whose storage was freed in place
+(``untyped_storage().resize_(0)``, as FSDP and activation offloading leave parameters),
+or shrunk: their data pointer is null or too short. ``Tensor.numpy`` of a null one is
+new memory, so a CPU call read garbage (a count of 524 for 1000 ones) and wrote results
+nobody saw; on CUDA a call read address 0 (an illegal memory access, which ended the
+process's CUDA context). Every operator refuses such a tensor, as input or output, with
+a ValueError naming the function and the parameter, before anything is written: on the
+checked path (a first call of its layout, which also sees a storage shrunk to fewer
+bytes than its elements take) and where a runner of its layout is kept (which sees the
+null pointer). Then the same calls on live tensors give the right answer. JAX arrays
+that were deleted (donated to a jitted function, or ``delete()``d) raised JAX's own
+RuntimeError from wherever a call first asked them something; they are a ValueError
+naming the function and the parameter too."""
 
 import numpy as np
 import pytest
 
 import dmlnumba
 
-from devices import torch_devices
+from devices import jax_gpu, needs_real_gpu, torch_devices
 
 torch = pytest.importorskip("torch")
 
@@ -145,3 +149,24 @@ def test_a_freed_count_output_is_refused_and_the_coordinates_are_not_written(dev
     with pytest.raises(ValueError, match=r"nonzero_coordinates\(\): out_count's storage holds 0"):
         call(_freed(count.clone()), coords)
     assert bool((coords == 7).all())
+
+
+@pytest.mark.parametrize("where", ["cpu", pytest.param("gpu", marks=needs_real_gpu)])
+@pytest.mark.parametrize("f", list(CALLS))
+@pytest.mark.parametrize("warm", [False, True], ids=["checked", "runner"])
+def test_a_deleted_jax_array_is_refused(where, f, warm):
+    jax = pytest.importorskip("jax")
+    dev = jax.devices("cpu")[0] if where == "cpu" else jax_gpu()
+    dmlnumba.keys.runners.clear()
+
+    def x():
+        return jax.device_put(_input(f, "cpu").numpy(), dev)
+
+    if warm:
+        for _ in range(2):
+            CALLS[f](x(), None)
+    a = x()
+    a.delete()
+    with pytest.raises(ValueError, match=rf"{f}\(\): {INPUTS[f][0]} is a deleted JAX array"):
+        CALLS[f](a, None)
+    assert np.array_equal(np.asarray(_expected(f, x())), _expected(f, _input(f, "cpu")).numpy())
