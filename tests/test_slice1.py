@@ -864,9 +864,12 @@ def test_pool_threads_are_not_load_and_python_threads_are(monkeypatch):
         while not done.is_set():
             np.sort(a)
 
+    calls = [0]
+
     def regions():  # numba's pool at work, called from a Python thread
         while not done.is_set():
             dmlnumba.nonzero_coordinates(x)
+            calls[0] += 1
 
     def all_running():  # every runnable thread of this process but the caller
         me = str(threading.get_native_id())
@@ -879,6 +882,7 @@ def test_pool_threads_are_not_load_and_python_threads_are(monkeypatch):
             n += tid != me and s[s.rfind(b")") + 2 : s.rfind(b")") + 3] == b"R"
         return n
 
+    dmlnumba.nonzero_coordinates(x)  # (compiled first: a compile runs no pool)
     for work, counted in ((sort, False), (regions, True)):
         done.clear()
         time.sleep(0.05)  # (pools that spin after earlier tests' regions: asleep)
@@ -886,8 +890,9 @@ def test_pool_threads_are_not_load_and_python_threads_are(monkeypatch):
         t.start()
         end = time.monotonic() + 0.5
         try:
-            pools = _running_states(
-                lambda: threads._pools_running(99), lambda: time.monotonic() > end
+            pools = _running_states(  # (half a second, and 20 calls on a busy machine)
+                lambda: threads._pools_running(99),
+                lambda: time.monotonic() > end and (work is sort or calls[0] >= 20),
             )
             every = _running_states(all_running, lambda: True)
         finally:
