@@ -61,9 +61,10 @@ def nonzero(
     None where the call keeps no runner, :data:`TRACED` where PyTorch traces it.
     Given outputs add their layouts (:func:`~dmlnumba.layouts.out_layout`) to the key, and their
     runner is a function of ``(input, out_count, out_coordinates)``.  Every runner
-    returns None where the full path must run: an output may overlap the input, or a
-    PyTorch tensor's storage was freed (its data pointer null; the full path
-    refuses it, :func:`~dmlnumba.interop.check_storage`).
+    returns None where the full path must run: an output may overlap the input, a
+    PyTorch tensor's storage was freed (its data pointer null), or a CUDA array's
+    address is not a multiple of its item size; the full path refuses those two
+    (:func:`~dmlnumba.interop.check_storage`, ``gpu.views.check_aligned``).
     A NumPy input's key on the CPU is flat (the common repeated call, the fast path),
     the same for ``device="cpu"``."""
     layout: Any = None
@@ -167,8 +168,8 @@ def window(op, input, a, b, c, d, out, device, stream):
     d`` are offsets, sizes, strides and output_sizes (or None), or slice_grad's (the
     input is the gradient; input_shape, offsets, sizes and strides).  The runner a
     function of the input (of ``(input, out)`` with ``out``: ``out`` where it wrote);
-    None where the full path must run (``out`` may overlap the input; a freed
-    tensor's storage, as for :func:`nonzero`).  The key,
+    None where the full path must run (``out`` may overlap the input; a freed or
+    misaligned array, as for :func:`nonzero`).  The key,
     for the prepare step: ``(id_key, value_key, params)``, the id key None where it
     does not apply; :data:`TRACED` for a traced call (or one autograd records).
 
