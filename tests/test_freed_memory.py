@@ -170,3 +170,19 @@ def test_a_deleted_jax_array_is_refused(where, f, warm):
     with pytest.raises(ValueError, match=rf"{f}\(\): {INPUTS[f][0]} is a deleted JAX array"):
         CALLS[f](a, None)
     assert np.array_equal(np.asarray(_expected(f, x())), _expected(f, _input(f, "cpu")).numpy())
+
+
+@pytest.mark.parametrize("f", ["slice1", "nonzero_coordinates"])
+def test_a_tensor_whose_view_a_runner_keeps_cannot_be_freed(f):
+    """A runner keeps the last small CPU tensor's NumPy view by its data pointer, as
+    long as that view holds the memory (no other tensor can take the address).
+    PyTorch makes a storage that NumPy views unresizable, so the kept tensor's
+    storage cannot be freed in place under the view; a tensor that was never read
+    can, and is refused."""
+    dmlnumba.keys.runners.clear()
+    first = _input(f, "cpu")
+    for _ in range(2):
+        CALLS[f](first, None)  # the second call keeps first's view
+    with pytest.raises(RuntimeError, match="not resizable"):
+        _freed(first)
+    assert torch.equal(_expected(f, first), _expected(f, first.clone()))

@@ -153,14 +153,15 @@ KEEP_VIEW_BYTES = 1 << 16
 
 
 def _torch_reader(torch, inputs=False):
-    """``Tensor.numpy`` for one runner's tensors (every one of the same type, dtype,
-    shape and strides: the runner's key), which keeps the last small plain tensor's
-    view: a repeat whose data pointer is the kept one's reads the same bytes through
-    it.  The kept view holds that memory alive, so no other tensor can be given
-    those addresses while it is kept; a tensor moved to other memory in place
-    (``set_``, ``.data =``) has another data pointer.  None for a tensor whose data
-    pointer is null (its storage freed in place: ``Tensor.numpy`` would give new
-    memory), whose call the full path refuses.  ``inputs``: the tensors are
+    """``Tensor.numpy`` for one runner's tensors (every one of the same type, dtype, shape
+    and strides: the runner's key), which keeps the last small plain tensor's view:
+    a repeat whose data pointer is the kept one's reads the same bytes through it.
+    The kept view holds that memory alive, so no other tensor can be given those
+    addresses while it is kept (PyTorch makes a storage that NumPy views
+    unresizable: it cannot be freed in place either); a tensor moved to other memory
+    in place (``set_``, ``.data =``) has another data pointer.  None for a tensor
+    whose data pointer is null (its storage freed in place: ``Tensor.numpy`` would
+    give new memory), whose call the full path refuses.  ``inputs``: the tensors are
     read only, and where they require grad (the key holds ``requires_grad``, so the
     first one tells for all; ``Tensor.numpy`` refuses them) they are read through
     ``numpy(force=True)``, the same memory detached: the runner of such a call
