@@ -150,21 +150,23 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None, stream=Non
         else:  # the kernel asks whether they may overlap (None: it wrote nothing)
             numpy_outs = False
             oc, ox = out_count, out_coordinates
-            vc = None if write_count is None else count_view(oc)
-            vx = None if write_coords is None else coords_view(ox)
-            if (write_count is not None and vc is None) or (
-                write_coords is not None and vx is None
-            ):
-                return None  # (a freed tensor: the full path refuses it)
+            # (a PyTorch CPU tensor's memory; None: a freed one, which the full path
+            # refuses; nothing is written before the kernel runs)
             if write_count is None:
                 cnt = wc = np.empty(1, u)
             else:
-                wc = write_count(vc)
+                wc = count_view(oc)
+                if wc is None:
+                    return None
+                wc = write_count(wc)
             if write_coords is None:
                 crd = np.empty(shape, u)
                 wx = crd.ravel()
-            else:  # (a PyTorch CPU tensor's memory)
-                wx = write_coords(vx)
+            else:
+                wx = coords_view(ox)
+                if wx is None:
+                    return None
+                wx = write_coords(wx)
         src = read(x)
         if kernel is not None:  # small inputs: the serial kernel, its key worked out once
             if passes:
