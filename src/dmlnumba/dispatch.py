@@ -178,14 +178,15 @@ def torch_view(t, f, name="input"):
 
 
 def readable(input, lib, f, stream=None, name="input"):
-    """``(input, bf16)``: the input as the kernels can read it, ``bf16`` the bfloat16
-    dtype it had (else None), read as float16, whose zero bits, copy and NaN rule
-    are the same: a JAX array (a deleted one refused) once its asynchronous work is
-    done (JAX computes on streams of its own; a GPU one's call with no ``stream=``,
-    which runs on the legacy stream, refused first while PyTorch's or CuPy's current
-    stream captures: the wait would end the capture), a bfloat16 one's bits on the CPU read in
-    place, on a GPU bitcast by JAX (a copy: JAX has no views); a PyTorch tensor
-    through :func:`torch_view`; a NumPy array of ml_dtypes' bfloat16 as a view."""
+    """``(input, bf16)``: the input as the kernels can read it, ``bf16`` the bfloat16 dtype
+    it had (else None), read as float16, whose zero bits, copy and NaN rule are the
+    same: a JAX array (a deleted one refused) once its asynchronous work is done
+    (JAX computes on streams of its own; a GPU one's call with no ``stream=``, which
+    runs on the legacy stream, refused first while PyTorch's or CuPy's current
+    stream captures: the wait would end the capture), a bfloat16 one's bits on the
+    CPU read in place, on a GPU bitcast by JAX (a copy: JAX has no views); a PyTorch
+    tensor through :func:`torch_view`; a NumPy array of ml_dtypes' bfloat16 as a
+    view."""
     if lib == "jax":
         refuse_deleted(input, name, f)
         gpu = any(d.platform == "gpu" for d in input.devices())
