@@ -12,6 +12,7 @@ import pytest
 from numba import cuda
 
 import dmlnumba
+from dmlnumba.layout import c_strides
 
 from devices import CUDA, ForeignCudaArray, device_pointer, needs_real_gpu, to_device, to_host
 
@@ -39,22 +40,13 @@ CALLS = {
 def _misaligned(shape, dtype, values=None):
     """A CUDA array of ``shape`` whose first element is 1 byte past an item boundary."""
     dtype = np.dtype(dtype)
-    n = int(np.prod(shape))
-    raw = cuda.to_device(np.zeros(n * dtype.itemsize + 8, np.uint8))
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buf = np.zeros(nbytes + 8, np.uint8)
     if values is not None:
-        buf = np.zeros(n * dtype.itemsize + 8, np.uint8)
-        buf[1 : 1 + n * dtype.itemsize] = values.view(np.uint8)
-        raw = cuda.to_device(buf)
-    strides = tuple(s * dtype.itemsize for s in _c_strides(shape))
+        buf[1 : 1 + nbytes] = values.view(np.uint8)
+    raw = cuda.to_device(buf)
+    strides = tuple(s * dtype.itemsize for s in c_strides(shape))
     return ForeignCudaArray(raw, device_pointer(raw) + 1, shape, strides, dtype)
-
-
-def _c_strides(shape):
-    out, s = [], 1
-    for n in reversed(shape):
-        out.append(s)
-        s *= n
-    return tuple(reversed(out))
 
 
 def _works_after():
