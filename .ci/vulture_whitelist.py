@@ -21,7 +21,8 @@ used.typingctx
 # gpu/launch.py: _Launch keeps its array of argument pointers alive (cuLaunchKernel reads
 # it through _addr, its address).
 used._ptrs
-# gpu/views.py (Flat, host_view), onnx.py: the exporter keeps the array it describes alive.
+# gpu/views.py (Flat, host_view), onnx.py: the exporter keeps the array it describes alive;
+# cpu/views.py (_TensorMemory): the tensor whose memory it describes.
 used._owner
 # gpu/tile_status.py: the status kind of a zeroed word, which the docstrings name (the
 # kernels test for the other two kinds).

@@ -70,16 +70,24 @@ def _expected(f, x):
 @pytest.mark.parametrize("f", list(CALLS))
 @pytest.mark.parametrize("warm", [False, True], ids=["checked", "runner"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_freed_input_is_refused(device, f, warm, dtype):
+@pytest.mark.parametrize("kind", ["tensor", "parameter"])
+def test_a_freed_input_is_refused(device, f, warm, dtype, kind):
+    """``parameter``: an ``nn.Parameter`` (a subclass, read through its own methods
+    every call; FSDP frees parameters' storages), under ``torch.no_grad()``."""
+
+    def x():
+        t = _input(f, device, dtype)
+        return torch.nn.Parameter(t) if kind == "parameter" else t
+
     dmlnumba.keys.runners.clear()
-    if warm:  # a runner of the layout kept (two calls: the second takes it)
-        for _ in range(2):
-            CALLS[f](_input(f, device, dtype), None)
-    x = _freed(_input(f, device, dtype))
-    with pytest.raises(ValueError, match=rf"{f}\(\): {INPUTS[f][0]}'s storage holds 0 bytes"):
-        CALLS[f](x, None)
-    live = _input(f, device, dtype)
-    assert torch.equal(_expected(f, live).cpu(), _expected(f, live.cpu()))
+    with torch.no_grad():
+        if warm:  # a runner of the layout kept (two calls: the second takes it)
+            for _ in range(2):
+                CALLS[f](x(), None)
+        with pytest.raises(ValueError, match=rf"{f}\(\): {INPUTS[f][0]}'s storage holds 0 bytes"):
+            CALLS[f](_freed(x()), None)
+        live = x()
+        assert torch.equal(_expected(f, live).cpu(), _expected(f, live.detach().cpu()))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -172,17 +180,65 @@ def test_a_deleted_jax_array_is_refused(where, f, warm):
     assert np.array_equal(np.asarray(_expected(f, x())), _expected(f, _input(f, "cpu")).numpy())
 
 
+def _resize(t, nbytes):
+    """Resize ``t``'s storage in place; PyTorch raises "Trying to resize storage that
+    is not resizable" for one that ``Tensor.numpy`` once viewed."""
+    t.untyped_storage().resize_(nbytes)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("f", list(CALLS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tensors_a_call_reads_or_writes_stay_resizable(device, f, dtype):
+    """Every tensor a call reads or writes, on the checked path (the first call) and
+    through a runner (the repeats, which keep a small tensor's view), can still be
+    resized in place and freed: a later call on it reads its new memory."""
+    dmlnumba.keys.runners.clear()
+    x = _input(f, device, dtype)
+    r = CALLS[f](x, None)
+    out = None if f == "argwhere" else torch.full_like(r[1] if isinstance(r, tuple) else r, 7)
+    for _ in range(3):
+        CALLS[f](x, out)
+        CALLS[f](x, None)
+    written = [t for t in (x, out) if t is not None]
+    sizes = [t.untyped_storage().nbytes() for t in written]
+    for t, n in zip(written, sizes):
+        _resize(t, 2 * n)  # (new memory: the values are copied)
+    assert torch.equal(_expected(f, x).cpu(), _expected(f, x.cpu()))
+    for t, n in zip(written, sizes):
+        _resize(t, 0)
+        _resize(t, n)
+    x.copy_(_input(f, device, dtype).flip(0))  # other values, in the memory given back
+    assert torch.equal(_expected(f, x).cpu(), _expected(f, x.cpu()))
+    if out is not None:
+        got = CALLS[f](x, out)
+        assert (got[1] if isinstance(got, tuple) else got) is out
+
+
 @pytest.mark.parametrize("f", ["slice1", "nonzero_coordinates"])
-def test_a_tensor_whose_view_a_runner_keeps_cannot_be_freed(f):
-    """A runner keeps the last small CPU tensor's NumPy view by its data pointer, as
-    long as that view holds the memory (no other tensor can take the address).
-    PyTorch makes a storage that NumPy views unresizable, so the kept tensor's
-    storage cannot be freed in place under the view; a tensor that was never read
-    can, and is refused."""
+def test_a_runner_reads_a_kept_tensor_freed_and_given_memory_again(f):
+    """A runner keeps the last small CPU tensor's NumPy view by its data pointer. A
+    repeat on that tensor once its storage is freed in place is refused (its pointer
+    is null); once the storage has memory again, the call reads the values there."""
     dmlnumba.keys.runners.clear()
     first = _input(f, "cpu")
     for _ in range(2):
         CALLS[f](first, None)  # the second call keeps first's view
-    with pytest.raises(RuntimeError, match="not resizable"):
-        _freed(first)
+    n = first.untyped_storage().nbytes()
+    _freed(first)
+    with pytest.raises(ValueError, match=rf"{f}\(\): input's storage holds 0 bytes"):
+        CALLS[f](first, None)
+    _resize(first, n)
+    first.copy_(_input(f, "cpu").flip(1))
     assert torch.equal(_expected(f, first), _expected(f, first.clone()))
+
+
+def test_onnx_slice_parameters_stay_resizable():
+    """ONNX Slice reads its parameters' values on the host: a copy, not a view."""
+    import dmlnumba.onnx
+
+    a = torch.arange(12.0).reshape(3, 4)
+    starts, ends, steps = torch.tensor([0, 1]), torch.tensor([2, 4]), torch.tensor([1, 2])
+    assert torch.equal(dmlnumba.onnx.slice(a, starts, ends, steps=steps), a[0:2, 1:4:2])
+    for t in (starts, ends, steps):
+        _resize(t, 64)

@@ -165,9 +165,10 @@ def _torch_layout(t, tp, rg):
     """A PyTorch tensor's layout key (``tp``: its type, ``rg``: ``requires_grad``, which
     decides how a CPU runner reads it): None where no runner reads it: a lazily
     negated one, a CPU one that is not strided (a runner reads its memory:
-    ``Tensor.numpy``), one on neither the CPU nor CUDA (meta tensors, other devices:
-    the full path says why).  Not its conjugate bit: only complex tensors carry one,
-    and no runner is kept for a complex dtype (the full path refuses it)."""
+    :func:`~dmlnumba.cpu.views.torch_array`), one on neither the CPU nor CUDA (meta
+    tensors, other devices: the full path says why).  Not its conjugate bit: only
+    complex tensors carry one, and no runner is kept for a complex dtype (the full
+    path refuses it)."""
     if t.is_neg():
         return None
     if t.is_cpu:  # (one that requires grad: read detached, cpu.views._torch_reader)

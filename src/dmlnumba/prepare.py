@@ -243,7 +243,8 @@ def host_values(values, f):
     still be unwritten: Slice's steps were once read as 0)."""
     lib = library(values)
     if lib == "torch":
-        return values.detach().cpu().numpy()
+        # A copy: Tensor.numpy would make the caller's storage unresizable for good.
+        return values.detach().to("cpu", copy=True).numpy()
     if lib == "jax":
         return np.asarray(values)
     if is_cuda_array(values, lib):  # CuPy, numba device arrays

@@ -21,7 +21,7 @@ from ..layout import scatter_window
 from .nonzero import argwhere, argwhere_runner, nonzero, nonzero_runner, nonzero_stripe
 from .slice import overlaps, refuse_read_only, slice1, slice1_runner
 from .threads import one_thread
-from .views import KEEP_VIEW_BYTES, library_give, library_runner, out_view
+from .views import KEEP_VIEW_BYTES, library_give, library_runner, out_view, torch_array
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -75,7 +75,7 @@ ZERO_BOX_BYTES = 1 << 62
 def describe(a, name, func):
     if library(a) == "torch" and not a.is_cuda:  # a PyTorch CPU tensor: its memory, in place
         try:
-            a = a.numpy()
+            a = torch_array(a)
         except (RuntimeError, TypeError) as e:
             raise TypeError(f"{func}(): {name} cannot be written as a NumPy array: {e}") from None
     if not isinstance(a, np.ndarray):

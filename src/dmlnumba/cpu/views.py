@@ -146,52 +146,96 @@ def library_give(lib):
 
 
 #: A PyTorch tensor (an input or a caller's output) of at most this many bytes keeps
-#: its NumPy view (``Tensor.numpy``, 0.7 us of a 6 us call) in its runner, for a repeat
-#: on the same memory.  The view holds the tensor's memory alive, so only small ones
-#: keep one.
+#: its NumPy view (:func:`torch_array`, 0.9 us of a 6 us call) in its runner, for a
+#: repeat on the same memory.  The view holds the tensor alive, so only small ones keep
+#: one.
 KEEP_VIEW_BYTES = 1 << 16
 
 
+class _TensorMemory:
+    """A PyTorch tensor's memory as the NumPy array interface, and the tensor itself,
+    kept alive as long as the array made from this."""
+
+    __slots__ = ("__array_interface__", "_owner")
+
+    def __init__(self, interface, tensor):
+        self.__array_interface__ = interface
+        self._owner = tensor
+
+
+@functools.cache
+def _numpy_dtype(dtype):
+    """The NumPy dtype of the PyTorch ``dtype`` (a TypeError where NumPy has none)."""
+    name = str(dtype).rpartition(".")[2]
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise TypeError(f"NumPy has no dtype {name}") from None
+
+
+def torch_interface(t, force=False):
+    """The NumPy array interface of the PyTorch tensor ``t``'s memory, writeable, which
+    :func:`torch_array` makes a view of.  Refused as ``Tensor.numpy`` refuses
+    (TypeError, RuntimeError): a tensor off the CPU, not strided, lazily conjugated or
+    negated, of a dtype NumPy lacks, or (unless ``force``, for an input only read)
+    that requires grad."""
+    if t.device.type != "cpu" or t.layout is not sys.modules["torch"].strided:
+        raise TypeError(f"a {t.device.type} tensor of layout {t.layout} has no NumPy view")
+    if t.requires_grad and not force:
+        raise RuntimeError("a tensor that requires grad is read detached, not written")
+    if t.is_conj() or t.is_neg():
+        raise RuntimeError("a lazily conjugated or negated tensor's memory is not its values")
+    dt = _numpy_dtype(t.dtype)
+    n = dt.itemsize
+    strides = tuple(s * n for s in t.stride())
+    return {"version": 3, "typestr": dt.str, "shape": tuple(t.shape), "strides": strides,
+            "data": (t.data_ptr(), False)}  # fmt: skip
+
+
+def torch_array(t, force=False):
+    """The PyTorch CPU tensor ``t``'s memory as a NumPy array, in place, through its
+    array interface (:func:`torch_interface`): ``Tensor.numpy`` would make the
+    tensor's storage unresizable for good, and the caller's ``resize_`` (or an
+    ``out=`` of PyTorch's that resizes it) fail."""
+    return _view(t, torch_interface(t, force))
+
+
+def _view(t, interface):
+    """The NumPy array of the array interface ``interface`` of ``t``'s memory."""
+    return np.asarray(_TensorMemory(interface, t))
+
+
 def _torch_reader(torch, inputs=False):
-    """``Tensor.numpy`` for one runner's tensors (every one of the same type, dtype, shape
-    and strides: the runner's key), which keeps the last small plain tensor's view:
-    a repeat whose data pointer is the kept one's reads the same bytes through it.
-    The kept view holds that memory alive, so no other tensor can be given those
-    addresses while it is kept (PyTorch makes a storage that NumPy views
-    unresizable: it cannot be freed in place either); a tensor moved to other memory
-    in place (``set_``, ``.data =``) has another data pointer.  None for a tensor
-    whose data pointer is null (its storage freed in place: ``Tensor.numpy`` would
-    give new memory), whose call the full path refuses.  ``inputs``: the tensors are
-    read only, and where they require grad (the key holds ``requires_grad``, so the
-    first one tells for all; ``Tensor.numpy`` refuses them) they are read through
-    ``numpy(force=True)``, the same memory detached: the runner of such a call
+    """:func:`torch_array` for one runner's tensors (every one of the same type, dtype,
+    shape and strides: the runner's key, so the first one's interface serves all),
+    which keeps the last small plain tensor's view: a repeat whose data pointer is the
+    kept one's reads the same bytes through it (a tensor that has that address now
+    holds the bytes there, whether the kept one still does or not).  None for a tensor
+    whose data pointer is null (its storage freed in place: the full path refuses
+    it).  ``inputs``: the tensors are read only, and where they require grad (the key
+    holds ``requires_grad``) their memory is read as it is: the runner of such a call
     (outside grad mode, or nonzero's) is its plain twin's.  A caller's output that
     requires grad never reaches a runner (its key has none)."""
-    plain = torch.Tensor.numpy
     data_ptr = torch.Tensor.data_ptr
     Tensor = torch.Tensor
     kept: tuple = (None, None)  # (data pointer, view): one tuple, read and set whole
-    numpy_of: Any = plain
-
-    def first(x):
-        nonlocal numpy_of
-        numpy_of = functools.partial(plain, force=True) if x.requires_grad else plain
-        return numpy_of(x)
-
-    if inputs:
-        numpy_of = first
+    interface = None
 
     def read(x):
-        nonlocal kept
-        if type(x) is not Tensor:  # a subclass (a Parameter): its own methods, every time
-            return numpy_of(x)
+        nonlocal kept, interface
         p = data_ptr(x)
         at, view = kept
-        if p == at:
+        if p == at and type(x) is Tensor:
             return view
         if not p:  # no memory (a freed storage): the full path says so
             return None
-        view = numpy_of(x)
+        if type(x) is not Tensor:  # a subclass (a Parameter): its own methods, every time
+            return torch_array(x, inputs)
+        if interface is None:
+            interface = torch_interface(x, inputs)
+        ai = interface.copy()
+        ai["data"] = (p, False)  # (address, read-only?)
+        view = _view(x, ai)
         if view.nbytes <= KEEP_VIEW_BYTES:
             kept = (p, view)
         return view
