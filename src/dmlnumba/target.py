@@ -299,8 +299,9 @@ def slice1_call(t: Any, c: Call) -> Any:
     runner of a call into ``out``)."""
     if c.key is not None and c.out is None:
         run = t.slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib, stream=c.stream)
-        if run is not None:
-            return c.keep(run)(c.input)
+        r = None if run is None else c.keep(run)(c.input)
+        if r is not None:  # (None: the runner declines this input, as in a repeat)
+            return r
     return slice1_into(t, c)
 
 
@@ -331,8 +332,9 @@ def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
     (``c.key``, new outputs), where ``t`` makes one, else :func:`nonzero_into`."""
     if c.key is not None and c.out_count is None and c.out_coordinates is None:
         run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib, stream=c.stream)
-        if run is not None:
-            return c.keep(run)(c.input)
+        r = None if run is None else c.keep(run)(c.input)
+        if r is not None:  # (None: the runner declines this input, as in a repeat: an
+            return r  # empty tensor's null data pointer)
     return nonzero_into(t, c)
 
 
