@@ -45,14 +45,15 @@ def _calls_twice(x, rng, params, make, is_result):
     input of its layout, and slice_grad of ``make`` of the window's values back into
     ``x``'s shape (the second call takes the runner the first kept): NumPy's answers,
     every result ``is_result``, the two calls' results of the same dtypes and shapes
-    (argwhere's: its count).  ``(the last input, both calls' results)``."""
+    (argwhere's: its count).  ``params`` None: ``x`` is empty (no window in it, so no
+    slice1 or slice_grad).  ``(the last input, both calls' results)``."""
     results = []
-    full = params[:3]  # the whole window: slice_grad's gradient has its shape
+    full = params[:3] if params else None  # the whole window: slice_grad's gradient has its shape
     for h in (x, _others(x, rng)):
         a = make(h)
-        sl = dmlnumba.slice1(a, *params) if h.dtype != bool else None
+        sl = dmlnumba.slice1(a, *params) if h.dtype != bool and params else None
         sg = None
-        if h.dtype != bool:
+        if h.dtype != bool and params:
             g = slice1_reference(h, *full)
             sg = dmlnumba.slice_grad(make(g), h.shape, *full)
             np.testing.assert_array_equal(
@@ -79,11 +80,12 @@ def _calls_twice(x, rng, params, make, is_result):
 def test_repeats_match_numpy(data):
     """Both operators and argwhere, twice on tensors of one layout (the second call
     takes the runner the first kept): NumPy's answer, as tensors of the full path's
-    dtypes, each call with outputs of its own."""
-    x = data.draw(arrays(dtypes=TORCH_DTYPES + ["bool"], max_dims=5))
+    dtypes, each call with outputs of its own; empty tensors too (nonzero's and
+    argwhere's)."""
+    x = data.draw(arrays(dtypes=TORCH_DTYPES + ["bool"], max_dims=5, allow_zero=True))
     x = x.copy(order=data.draw(st.sampled_from(["C", "F"])))
     rng = np.random.default_rng(data.draw(st.integers(0, 9)))
-    params = data.draw(windows(x.shape))
+    params = data.draw(windows(x.shape)) if x.size else None
 
     def cpu_tensor(r):
         return type(r) is torch.Tensor and r.device.type == "cpu"
@@ -322,9 +324,9 @@ def test_jax_repeats_match_numpy(data):
     """slice1, nonzero_coordinates and argwhere on JAX CPU arrays of one shape, twice
     (the second call takes the runner the first kept): NumPy's answer, as JAX arrays
     of the full path's dtypes."""
-    x = data.draw(arrays(dtypes=JAX_DTYPES, max_dims=4)).copy()
+    x = data.draw(arrays(dtypes=JAX_DTYPES, max_dims=4, allow_zero=True)).copy()
     rng = np.random.default_rng(data.draw(st.integers(0, 9)))
-    params = data.draw(windows(x.shape))
+    params = data.draw(windows(x.shape)) if x.size else None
     a, _ = _calls_twice(x, rng, params, _on_cpu, lambda r: isinstance(r, jax.Array))
     key, run = keys.nonzero("nonzero_coordinates", a, None, np.uint32, None, None, None)
     assert run is not None  # kept by the first call
