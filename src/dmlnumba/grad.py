@@ -18,9 +18,10 @@ def slice_grad_into(t: Any, c: Call) -> Any:
     nothing more (``ZEROS_FREE``: the CPU's, whose pages the system zeroes)."""
     g, f = c.x, c.f
     if c.key is not None and c.out is None:  # a repeat takes the runner kept here
-        run = t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, None, c.stream)
-        r = None if run is None else c.keep(run)(c.input)
-        if r is not None:  # (None: the runner declines this input, as in a repeat)
+        r = c.keep_and_run(
+            t.slice_grad_runner(g, c.starts, c.steps, c.shape, c.lib, None, c.stream)
+        )
+        if r is not None:
             return r
     ks = t.call_stream(c.lib, c.stream, g, f)
     new = None

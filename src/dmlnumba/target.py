@@ -105,6 +105,13 @@ class Call:
         for k, val in fields.items():
             setattr(self, k, val)
 
+    def keep_and_run(self, run: Any) -> Any:
+        """``run``, a target's new runner for this call (None: it makes none), kept under
+        the call's key and run on its input: the results, or None where there is no
+        runner or it declines the input (as a repeat's runner may: the caller then
+        runs the call itself)."""
+        return None if run is None else self.keep(run)(self.input)
+
 
 class Runs(Protocol):
     """What runs a prepared call: every target, and the adapters (dask, traced)."""
@@ -298,9 +305,8 @@ def slice1_call(t: Any, c: Call) -> Any:
     writes a new array and ``t`` makes one, else :func:`slice1_into` (which keeps the
     runner of a call into ``out``)."""
     if c.key is not None and c.out is None:
-        run = t.slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib, stream=c.stream)
-        r = None if run is None else c.keep(run)(c.input)
-        if r is not None:  # (None: the runner declines this input, as in a repeat)
+        r = c.keep_and_run(t.slice1_runner(c.x, c.starts, c.steps, c.shape, c.lib, stream=c.stream))
+        if r is not None:
             return r
     return slice1_into(t, c)
 
@@ -331,10 +337,9 @@ def nonzero_call(t: Any, c: Call) -> tuple[Any, Any]:
     """nonzero_coordinates on the array target ``t``: the runner the call keeps
     (``c.key``, new outputs), where ``t`` makes one, else :func:`nonzero_into`."""
     if c.key is not None and c.out_count is None and c.out_coordinates is None:
-        run = t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib, stream=c.stream)
-        r = None if run is None else c.keep(run)(c.input)
-        if r is not None:  # (None: the runner declines this input, as in a repeat: an
-            return r  # empty tensor's null data pointer)
+        r = c.keep_and_run(t.nonzero_runner(c.x, c.width, c.dtype, c.rows, c.lib, stream=c.stream))
+        if r is not None:
+            return r
     return nonzero_into(t, c)
 
 
