@@ -7,6 +7,7 @@ returned None."""
 
 import numpy as np
 import pytest
+from conftest import count_full_calls
 
 import dmlnumba
 
@@ -86,3 +87,15 @@ def test_slice1_of_an_empty_input_has_no_window(lib):
     for _ in range(2):
         with pytest.raises(ValueError, match=r"slice1\(\)"):
             dmlnumba.slice1(make(np.zeros((4, 0), np.float32)), (0, 0), (1, 1), (1, 1))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_an_empty_tensor_s_repeats_take_the_runner(shape, monkeypatch):
+    """An empty PyTorch CPU tensor's null data pointer is not a freed storage: its
+    repeats take the runner the first call kept (none reruns the full path)."""
+    torch = pytest.importorskip("torch")
+    full = count_full_calls(monkeypatch)
+    for _ in range(3):
+        count, coords = dmlnumba.nonzero_coordinates(torch.zeros(shape))
+        assert count.tolist() == [0] and coords.shape == (0, len(shape))
+    assert len(full) == 1

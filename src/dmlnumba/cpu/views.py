@@ -208,15 +208,16 @@ def _view(t, interface):
 
 def _torch_reader(torch, inputs=False):
     """:func:`torch_array` for one runner's tensors (every one of the same type, dtype,
-    shape and strides: the runner's key, so the first one's interface serves all),
-    which keeps the last small plain tensor's view: a repeat whose data pointer is the
-    kept one's reads the same bytes through it (a tensor that has that address now
-    holds the bytes there, whether the kept one still does or not).  None for a tensor
-    whose data pointer is null (its storage freed in place: the full path refuses
-    it).  ``inputs``: the tensors are read only, and where they require grad (the key
-    holds ``requires_grad``) their memory is read as it is: the runner of such a call
-    (outside grad mode, or nonzero's) is its plain twin's.  A caller's output that
-    requires grad never reaches a runner (its key has none)."""
+    shape and strides: the runner's key, so the first one's interface serves all), which
+    keeps the last small plain tensor's view: a repeat whose data pointer is the kept
+    one's reads the same bytes through it (a tensor that has that address now holds the
+    bytes there, whether the kept one still does or not).  None for a tensor whose data
+    pointer is null and that has elements (its storage freed in place: the full path
+    refuses it; an empty tensor's pointer is null too, and NumPy views it).  ``inputs``:
+    the tensors are read only, and where they require grad (the key holds
+    ``requires_grad``) their memory is read as it is: the runner of such a call (outside
+    grad mode, or nonzero's) is its plain twin's.  A caller's output that requires grad
+    never reaches a runner (its key has none)."""
     data_ptr = torch.Tensor.data_ptr
     Tensor = torch.Tensor
     kept: tuple = (None, None)  # (data pointer, view): one tuple, read and set whole
@@ -228,7 +229,7 @@ def _torch_reader(torch, inputs=False):
         at, view = kept
         if p == at and type(x) is Tensor:
             return view
-        if not p:  # no memory (a freed storage): the full path says so
+        if not p and x.numel():  # no memory (a freed storage): the full path says so
             return None
         if type(x) is not Tensor:  # a subclass (a Parameter): its own methods, every time
             return torch_array(x, inputs)
