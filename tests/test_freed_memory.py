@@ -56,7 +56,10 @@ def _out(f, device):
     return torch.full_like(r[1] if f == "nonzero_coordinates" else r, 7)
 
 
-def _freed(t, nbytes=0):
+def _resize(t, nbytes=0):
+    """``t``, its storage resized in place to ``nbytes`` (0: freed, as FSDP frees
+    parameters).  PyTorch raises "Trying to resize storage that is not resizable" for
+    one that ``Tensor.numpy`` once viewed."""
     t.untyped_storage().resize_(nbytes)
     return t
 
@@ -85,7 +88,7 @@ def test_a_freed_input_is_refused(device, f, warm, dtype, kind):
             for _ in range(2):
                 CALLS[f](x(), None)
         with pytest.raises(ValueError, match=rf"{f}\(\): {INPUTS[f][0]}'s storage holds 0 bytes"):
-            CALLS[f](_freed(x()), None)
+            CALLS[f](_resize(x()), None)
         live = x()
         assert torch.equal(_expected(f, live).cpu(), _expected(f, live.detach().cpu()))
 
@@ -97,7 +100,7 @@ def test_a_shrunk_input_is_refused_where_its_call_is_checked(device, f):
     compares the storage's bytes with the elements' span, the view's offset
     included)."""
     dmlnumba.keys.runners.clear()
-    x = _freed(_input(f, device), 8)
+    x = _resize(_input(f, device), 8)
     with pytest.raises(ValueError, match=rf"{f}\(\): input's storage holds 8 bytes, .* need 120"):
         CALLS[f](x, None)
 
@@ -110,7 +113,7 @@ def test_a_shrunk_input_is_refused_where_its_call_is_checked(device, f):
     assert torch.equal(_expected(f, whole).cpu(), _expected(f, whole.cpu()))
     dmlnumba.keys.runners.clear()  # (a runner reads it as it is: only the null pointer)
     base, short = view()
-    _freed(base, 116)
+    _resize(base, 116)
     with pytest.raises(ValueError, match=r"storage holds 116 bytes, and its elements need 120"):
         CALLS[f](short, None)
 
@@ -126,7 +129,7 @@ def test_a_freed_output_is_refused_and_nothing_is_written(device, f, warm):
             CALLS[f](_input(f, device), _out(f, device))
     x = _input(f, device)
     before = x.clone()
-    out = _freed(_out(f, device))
+    out = _resize(_out(f, device))
     with pytest.raises(ValueError, match=rf"{f}\(\): {name}'s storage holds 0 bytes"):
         CALLS[f](x, out)
     assert torch.equal(x, before)
@@ -155,7 +158,7 @@ def test_a_freed_count_output_is_refused_and_the_coordinates_are_not_written(dev
             call(count.clone(), _out("nonzero_coordinates", device))
     coords = _out("nonzero_coordinates", device)
     with pytest.raises(ValueError, match=r"nonzero_coordinates\(\): out_count's storage holds 0"):
-        call(_freed(count.clone()), coords)
+        call(_resize(count.clone()), coords)
     assert bool((coords == 7).all())
 
 
@@ -178,12 +181,6 @@ def test_a_deleted_jax_array_is_refused(where, f, warm):
     with pytest.raises(ValueError, match=rf"{f}\(\): {INPUTS[f][0]} is a deleted JAX array"):
         CALLS[f](a, None)
     assert np.array_equal(np.asarray(_expected(f, x())), _expected(f, _input(f, "cpu")).numpy())
-
-
-def _resize(t, nbytes):
-    """Resize ``t``'s storage in place; PyTorch raises "Trying to resize storage that
-    is not resizable" for one that ``Tensor.numpy`` once viewed."""
-    t.untyped_storage().resize_(nbytes)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -225,7 +222,7 @@ def test_a_runner_reads_a_kept_tensor_freed_and_given_memory_again(f):
     for _ in range(2):
         CALLS[f](first, None)  # the second call keeps first's view
     n = first.untyped_storage().nbytes()
-    _freed(first)
+    _resize(first)
     with pytest.raises(ValueError, match=rf"{f}\(\): input's storage holds 0 bytes"):
         CALLS[f](first, None)
     _resize(first, n)
