@@ -106,10 +106,8 @@ class Call:
             setattr(self, k, val)
 
     def keep_and_run(self, run: Any) -> Any:
-        """``run``, a target's new runner for this call (None: it makes none), kept under
-        the call's key and run on its input: the results, or None where there is no
-        runner or it declines the input (as a repeat's runner may: the caller then
-        runs the call itself)."""
+        """``run`` (a new runner, or None) kept and run on the input: None where there is
+        none or it declines the input, as a repeat's may (the caller runs the call)."""
         return None if run is None else self.keep(run)(self.input)
 
 
