@@ -42,11 +42,12 @@ def bfloat16_runner(run, window, bf16):
     NumPy array; ``bf16``: its dtype): ``run``, the one made for its float16 view
     (the same two bytes, read and copied as the full path reads them,
     :func:`dmlnumba.dispatch.readable`), given float16 views of the input and of a
-    window's ``out`` (slice1's, slice_grad's: ``window``), a window's new result
-    viewed back as bfloat16.  nonzero's and argwhere's outputs are integers:
-    passed and given back as they are."""
+    window's ``out`` (slice1's, slice_grad's: ``window``; a NumPy array or a PyTorch
+    tensor, whichever the input's library), a window's new result viewed back as
+    bfloat16.  nonzero's and argwhere's outputs are integers: passed and given back
+    as they are."""
     if isinstance(bf16, np.dtype):
-        view, f16 = np.ndarray.view, np.dtype(np.float16)
+        view, f16 = np.ndarray.view, _F16
     else:
         torch = _modules["torch"]
         view, f16 = torch.Tensor.view, torch.float16
@@ -57,9 +58,22 @@ def bfloat16_runner(run, window, bf16):
         if out is None:
             r = run(view(x, f16))
             return None if r is None else view(r, bf16)  # (None: the full path)
-        return run(view(x, f16), view(out, f16))  # out itself, or None: the full path
+        return run(view(x, f16), _float16_view(out))  # out itself, or None: the full path
 
     return go
+
+
+#: float16, the dtype that bfloat16 arrays are read as.
+_F16 = np.dtype(np.float16)
+
+
+def _float16_view(a):
+    """The float16 view of a bfloat16 NumPy array or PyTorch tensor (by NumPy's or
+    PyTorch's own method: a subclass's could lie)."""
+    if type(a) is np.ndarray:
+        return np.ndarray.view(a, _F16)
+    torch = _modules["torch"]
+    return torch.Tensor.view(a, torch.float16)
 
 
 def dtype_name(dtype):

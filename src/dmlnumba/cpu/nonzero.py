@@ -191,11 +191,11 @@ def nonzero_runner(x, width, dtype, rows, lib=None, oc=None, ox=None, stream=Non
 def _library_runner(run, lib):
     """The NumPy runner ``run`` (or None) as one of CPU arrays of ``lib`` (as
     :func:`~dmlnumba.cpu.views.library_runner` for one result): the input read in
-    place, new outputs given back as the library's arrays, the caller's as they are."""
+    place, new outputs given back as the library's arrays, the caller's as they are
+    (NumPy ones too, which a PyTorch or JAX input's call may be given)."""
     if run is None:
         return None
     ready, read, give = library_io(lib)
-    ndarray = np.ndarray
 
     def go(x, *outs):
         a = read(x if ready is None else ready(x))
@@ -204,8 +204,11 @@ def _library_runner(run, lib):
         r = run(a, *outs)
         if r is None:
             return None
-        a, b = r
-        return (give(a) if type(a) is ndarray else a, give(b) if type(b) is ndarray else b)
+        c, k = r
+        if not outs:
+            return give(c), give(k)
+        oc, ox = outs
+        return (c if c is oc else give(c), k if k is ox else give(k))
 
     return go
 

@@ -171,7 +171,9 @@ def nonzero_runner(x, width, dtype, rows, lib, oc=None, ox=None, stream=None):
             _release(staged, h)
         if cmark or omark:  # as PyTorch's in-place ops mark the tensors they write
             _mark(c if cmark else None, xs if omark else None)
-        return (c, xs) if give is None else (give(c), give(xs))
+        if give is None:
+            return c, xs
+        return (c if new_count is None else give(c), xs if new_coords is None else give(xs))
 
     return run
 
@@ -289,7 +291,7 @@ def _copy_runner(
             _release(staged, h)
         if mark:  # as PyTorch's in-place ops mark the tensors they write
             torch_written(o)
-        return o if give is None else give(o)
+        return o if give is None or new_out is None else give(o)  # (the caller's as it is)
 
     return run
 
