@@ -62,8 +62,8 @@ def _library(kind, r):
 @given(data=st.data())
 def test_bfloat16_arrays_match_numpy(kind, data):
     """Drawn layouts and bits (drawn as float16's: their zeros are bfloat16's), three
-    calls of each operator a layout, each with other values (NumPy's later calls
-    take the runner the first kept; JAX's take the full path), on the serial path or
+    calls of each operator a layout, each with other values (later calls on the CPU
+    take the runner the first kept; JAX GPU arrays' the full path), on the serial path or
     (tiny blocks) the parallel one: slice1's and slice_grad's bits as NumPy copies
     them, bfloat16 results of the input's library, NumPy outputs written in place,
     nonzero's and argwhere's rows as NumPy finds them."""
@@ -106,11 +106,13 @@ def _match_numpy(kind, h, params):
         np.testing.assert_array_equal(np.asarray(dmlnumba.argwhere(a)), rows)
 
 
-def test_numpy_bfloat16_repeats_take_a_runner(monkeypatch):
-    """A bfloat16 NumPy array's repeated calls take their runner, as a float16 one's
-    do, into new and given outputs (those of a float16 view would be float16), and
-    -0.0 stays a zero, NaN not; an input given as its own output goes the full way
-    (the runner's overlap test) and is reversed as if read first."""
+@pytest.mark.parametrize("kind", ["numpy", "jax"])
+def test_bfloat16_repeats_take_a_runner(kind, monkeypatch):
+    """A bfloat16 NumPy or JAX CPU array's repeated calls take their runner, as a
+    float16 one's do, into new and given (NumPy) outputs (those of a float16 view
+    would be float16), new results of the input's library; -0.0 stays a zero, NaN
+    not; a NumPy input given as its own output goes the full way (the runner's
+    overlap test) and is reversed as if read first."""
     full = count_full_calls(monkeypatch)
     w = ((1, 0), (3, 6), (-1, 2))
     back = ((4, 6), (1, 0), (3, 6), (-1, 2))
@@ -122,24 +124,28 @@ def test_numpy_bfloat16_repeats_take_a_runner(monkeypatch):
         h[h < 0] = -0.0
         h[rng.integers(4), rng.integers(6)] = np.nan
         want = h.view(np.uint16)[3:0:-1, ::2]
-        y = dmlnumba.slice1(h, *w)
-        assert y.dtype == BF16
+        a = MAKE[kind](h)
+        y = dmlnumba.slice1(a, *w)
+        assert y.dtype == BF16 and _library(kind, y)
         np.testing.assert_array_equal(_bits(y), want)
-        assert dmlnumba.slice1(h, *w, out=out) is out
+        assert dmlnumba.slice1(a, *w, out=out) is out
         np.testing.assert_array_equal(_bits(out), want)
         g = dmlnumba.slice_grad(y, *back)
+        assert g.dtype == BF16 and _library(kind, g)
         np.testing.assert_array_equal(_bits(g), slice_grad_reference(want, *back))
         assert dmlnumba.slice_grad(y, *back, out=gout) is gout
         np.testing.assert_array_equal(_bits(gout), slice_grad_reference(want, *back))
         rows = np.argwhere(h.view(np.uint16) & 0x7FFF)
-        count, coords = dmlnumba.nonzero_coordinates(h, dtype=np.int64)
-        assert int(count[0]) == len(rows)
-        np.testing.assert_array_equal(coords[: len(rows)], rows)
-        got = dmlnumba.nonzero_coordinates(h, dtype=np.int64, out_count=cnt, out_coordinates=crd)
+        count, coords = dmlnumba.nonzero_coordinates(a, dtype=np.uint32)
+        assert _library(kind, coords) and int(count[0]) == len(rows)
+        np.testing.assert_array_equal(np.asarray(coords)[: len(rows)], rows)
+        got = dmlnumba.nonzero_coordinates(a, dtype=np.int64, out_count=cnt, out_coordinates=crd)
         assert got[0] is cnt and got[1] is crd and int(cnt[0]) == len(rows)
         np.testing.assert_array_equal(crd[: len(rows)], rows)
-        np.testing.assert_array_equal(dmlnumba.argwhere(h), rows)
+        np.testing.assert_array_equal(np.asarray(dmlnumba.argwhere(a)), rows)
     assert len(full) == 6  # each operator's first call, into new and into given outputs
+    if kind == "jax":
+        return
     for _ in range(3):
         want = h.view(np.uint16)[::-1].copy()
         assert dmlnumba.slice1(h, (0, 0), (4, 6), (-1, 1), out=h) is h

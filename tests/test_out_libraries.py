@@ -143,10 +143,9 @@ def _check(inp, out, dtype_name, monkeypatch):
 @pytest.mark.parametrize("inp", ["numpy", "torch", "jax"])
 def test_cpu_outputs_of_another_library(inp, out, dtype, monkeypatch):
     """The CPU's pairings.  The repeats take the runners the first calls kept (five
-    calls a round: the first round's are the full path's), but a JAX bfloat16
-    input's, which take the full path every time."""
+    calls a round: the first round's are the full path's)."""
     full = _check(inp, out, dtype, monkeypatch)
-    assert len(full) == (15 if (inp, dtype) == ("jax", "bfloat16") else 5)
+    assert len(full) == 5
 
 
 @needs_real_gpu

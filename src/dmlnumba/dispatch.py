@@ -210,11 +210,11 @@ def readable(input, lib, f, stream=None, name="input"):
     return input, None
 
 
-def _bfloat16_key(key, lib):
+def _bfloat16_key(key, lib, bits):
     """The key under which a bfloat16 input's call keeps its runner: its own, but
-    None for a JAX array (its float16 bits are a copy JAX makes, which no runner
-    reads: every call takes the full path)."""
-    return None if lib == "jax" else key
+    None for a JAX array on a GPU (its float16 ``bits`` are a copy JAX makes, which no
+    runner reads: every call takes the full path; a CPU one's are its memory)."""
+    return None if lib == "jax" and type(bits) is not np.ndarray else key
 
 
 def slice1_window(offsets, sizes, strides, output_sizes):
@@ -251,7 +251,7 @@ def window_call(f, input, name, window, out, device, stream, lib, key=None):
     float16, the same two bytes (its runner is kept for bfloat16 tensors:
     :func:`dmlnumba.keys.window_keeper`)."""
     given_out = out
-    input, bf16 = readable(input, lib, f, stream, name)
+    read, bf16 = readable(input, lib, f, stream, name)  # (a new runner runs on input)
     if bf16 is not None:
         if out is not None:
             out = bfloat16_out(out, f)
@@ -260,8 +260,8 @@ def window_call(f, input, name, window, out, device, stream, lib, key=None):
                 f"{f}(): a bfloat16 NumPy {name} runs on the CPU only: its result on a GPU "
                 f"would be a numba device array, which holds no bfloat16"
             )
-        key = _bfloat16_key(key, lib)
-    target, x = resolve(input, device, f, name, lib)
+        key = _bfloat16_key(key, lib, read)
+    target, x = resolve(read, device, f, name, lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.SLICE_DTYPES, f, name)
     starts, steps, shape = window(x)
@@ -288,10 +288,10 @@ def nonzero_call(
 ):
     """The :class:`~dmlnumba.target.Call` of an array's nonzero_coordinates or argwhere
     (``f``), checked (``width``, ``dtype`` and ``max_count`` read already)."""
-    input, bf16 = readable(input, lib, f, stream)  # bfloat16 counted as float16: its zeros
+    read, bf16 = readable(input, lib, f, stream)  # bfloat16 counted as float16: its zeros
     if bf16 is not None:
-        key = _bfloat16_key(key, lib)
-    target, x = resolve(input, device, f, lib=lib)
+        key = _bfloat16_key(key, lib, read)
+    target, x = resolve(read, device, f, lib=lib)
     target.check_stream(stream, f)
     v.check_dtype(x.dtype, v.NONZERO_DTYPES, f)
     v.check_ndim(x.ndim, f)

@@ -37,15 +37,21 @@ def bfloat16_result(lib, r, bf16):
     return r.view(bf16)
 
 
-def bfloat16_runner(run, window, bf16):
+def bfloat16_runner(run, window, bf16, lib=None):
     """The runner kept for a bfloat16 input's repeated calls (a PyTorch tensor, a
-    NumPy array; ``bf16``: its dtype): ``run``, the one made for its float16 view
-    (the same two bytes, read and copied as the full path reads them,
-    :func:`dmlnumba.dispatch.readable`), given float16 views of the input and of a
-    window's ``out`` (slice1's, slice_grad's: ``window``; a NumPy array or a PyTorch
+    NumPy array, a JAX CPU array: ``lib``; ``bf16``: its dtype): ``run``, the one made
+    for its float16 view (the same two bytes, read and copied as the full path reads
+    them, :func:`dmlnumba.dispatch.readable`), given float16 views of the input and of
+    a window's ``out`` (slice1's, slice_grad's: ``window``; a NumPy array or a PyTorch
     tensor, whichever the input's library), a window's new result viewed back as
-    bfloat16.  nonzero's and argwhere's outputs are integers: passed and given back
-    as they are."""
+    bfloat16.  A JAX array's runner reads its memory as float16 and views its new
+    result back itself (:func:`dmlnumba.cpu.views.library_runner`): only ``out`` is
+    viewed here.  nonzero's and argwhere's outputs are integers: passed and given
+    back as they are."""
+    if lib == "jax":
+        if not window:
+            return run
+        return lambda x, out=None: run(x) if out is None else run(x, _float16_view(out))
     if isinstance(bf16, np.dtype):
         view, f16 = np.ndarray.view, _F16
     else:

@@ -309,30 +309,31 @@ def _scalar(v):
 _NUMPY_INTS = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])
 
 
-def keeper(key, bf16=None):
+def keeper(key, bf16=None, lib=None):
     """The function that keeps a new nonzero or argwhere runner under ``key`` (their
     key function's) and returns the runner kept, or None where the call keeps none.
-    ``bf16``: the dtype of a bfloat16 input that the call reads as float16, and
-    ``run`` is made for that view: what is kept reads such inputs
+    ``bf16``: the dtype of a bfloat16 input (of library ``lib``) that the call reads
+    as float16, and ``run`` is made for that view: what is kept reads such inputs
     (:func:`~dmlnumba.interop.bfloat16_runner`)."""
     if key is None or key is TRACED:
         return None
     if bf16 is not None:
-        return lambda run: runners.put(key, bfloat16_runner(run, False, bf16))
+        return lambda run: runners.put(key, bfloat16_runner(run, False, bf16, lib))
     return lambda run: runners.put(key, run)
 
 
-def window_keeper(key, bf16=None):
+def window_keeper(key, bf16=None, lib=None):
     """The function that keeps a new slice1 or slice_grad runner under ``key``
     (:func:`window`'s): under its value key, and under its id key with the parameter
-    tuples it holds; it returns the runner kept (``bf16``: as :func:`keeper`'s)."""
+    tuples it holds; it returns the runner kept (``bf16``, ``lib``: as
+    :func:`keeper`'s)."""
     if key is None or key is TRACED:
         return None
     id_key, value_key, params = key
 
     def keep(run):
         if bf16 is not None:
-            run = bfloat16_runner(run, True, bf16)
+            run = bfloat16_runner(run, True, bf16, lib)
         runners.put(value_key, run)
         if id_key is not None:
             runners.put(id_key, (run,) + params)

@@ -111,7 +111,7 @@ def slice1(input, offsets, sizes, strides, output_sizes, out, device, stream, ke
         return Call(f, input, lib, adapter("dask"), device=device, args=args)
     window = dispatch.slice1_window(offsets, sizes, strides, output_sizes)
     c = dispatch.window_call(f, input, "input", window, out, device, stream, lib, key)
-    c.keep = keys.window_keeper(c.key, c.bf16)
+    c.keep = keys.window_keeper(c.key, c.bf16, c.lib)
     return c
 
 
@@ -142,7 +142,7 @@ def slice_grad(
         )
     window = dispatch.slice_grad_window(input_shape, offsets, sizes, strides)
     c = dispatch.window_call(f, grad, "input_gradient", window, out, device, stream, lib, key)
-    c.keep = keys.window_keeper(c.key, c.bf16)
+    c.keep = keys.window_keeper(c.key, c.bf16, c.lib)
     return c
 
 
@@ -174,7 +174,7 @@ def nonzero(
         _no_outputs_for_dask(f, stream, out_count=out_count, out_coordinates=out_coordinates)
         return Call(f, input, lib, adapter("dask"), device=device, args=(width, dtype, max_count))
     c = dispatch.nonzero_call(input, width, dtype, max_count, *outs, device, stream, lib, f, key)
-    c.keep = keys.keeper(c.key, c.bf16)
+    c.keep = keys.keeper(c.key, c.bf16, c.lib)
     return c
 
 
@@ -219,7 +219,7 @@ def argwhere(input, device, stream, key=UNASKED, transposed=False) -> Call:
         c = dispatch.nonzero_call(
             input, None, _INT64, None, None, None, device, stream, lib, f, key
         )
-        c.keep = keys.keeper(c.key, c.bf16)
+        c.keep = keys.keeper(c.key, c.bf16, c.lib)
     c.zero_d, c.transposed = zero_d, transposed
     return c
 

@@ -27,8 +27,8 @@ from .interop import torch_out, torch_written
 class Call:
     """One call, resolved once: what every later step reads instead of asking again.
 
-    ``f`` the function's name; ``input`` the caller's input as the target's runners
-    read it (a bfloat16 tensor viewed as float16); ``lib`` its library; ``target``
+    ``f`` the function's name; ``input`` the caller's input, as given (a new runner
+    runs on it first, as on a repeat's); ``lib`` its library; ``target``
     the module that runs it; ``x`` the target's description of the input; ``stream``
     the call's stream handle; ``key`` where a runner made by the call is kept (None:
     none is kept), ``keep`` the function that keeps it and returns the runner kept

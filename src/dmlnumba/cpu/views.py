@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import is_bfloat16
 from ..layout import c_strides, extent, uint_of_size
 
 
@@ -116,12 +117,22 @@ def library_io(lib):
     ``ready`` waits for an input's asynchronous work (JAX computes on streams of its
     own; None: nothing to wait for), ``read`` gives its memory as a NumPy array, in
     place (a PyTorch tensor's through :func:`_torch_reader`, the runner's own; a JAX
-    array's through ``numpy.asarray``, which JAX keeps read-only, a quarter of
-    ``numpy.from_dlpack``'s time), and ``give`` is :func:`library_give`'s."""
+    array's through :func:`_jax_memory`), and ``give`` is :func:`library_give`'s."""
     if lib == "torch":
         return None, _torch_reader(sys.modules["torch"], inputs=True), library_give(lib)
     ready = operator.methodcaller("block_until_ready")  # (returns the array)
-    return ready, np.asarray, library_give(lib)
+    return ready, _jax_memory, library_give(lib)
+
+
+def _jax_memory(a):
+    """A JAX CPU array's memory as a NumPy array, through ``numpy.asarray`` (which JAX
+    keeps read-only; a quarter of ``numpy.from_dlpack``'s time), a bfloat16 one's as
+    float16, as the full path reads it (:func:`dmlnumba.dispatch.readable`)."""
+    m = np.asarray(a)
+    return np.ndarray.view(m, _F16) if is_bfloat16(m.dtype) else m
+
+
+_F16 = np.dtype(np.float16)
 
 
 def library_give(lib):
@@ -271,9 +282,20 @@ def library_runner(run, lib):
     ``out`` as it is, or None (the full path must run: also where a tensor's
     storage was freed, :func:`_torch_reader`)."""
     ready, read, give = library_io(lib)
+    if lib == "jax":
+
+        def go_jax(x, *out):
+            r = run(read(ready(x)), *out)
+            if out or r is None:
+                return r
+            if r.dtype == _F16 and is_bfloat16(x.dtype):  # (read as float16: _jax_memory)
+                r = r.view(x.dtype)
+            return give(r)
+
+        return go_jax
 
     def go(x, *out):
-        a = read(x if ready is None else ready(x))
+        a = read(x)
         if a is None:  # (a freed tensor: the full path refuses it)
             return None
         r = run(a, *out)
