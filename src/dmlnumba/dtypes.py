@@ -43,8 +43,9 @@ def names(dtypes):
 def is_bfloat16(dtype):
     """Whether a NumPy dtype is bfloat16 (ml_dtypes', which JAX's arrays and ONNX's
     tensors hold; NumPy has none of its own).  Its bytes are always native: a
-    byte-swapped one is a plain ``V2``."""
-    return isinstance(dtype, np.dtype) and dtype.name == "bfloat16"
+    byte-swapped one is a plain ``V2``.  Its kind is ``V``, asked first: NumPy works
+    out a dtype's name in Python, 40 times as long."""
+    return isinstance(dtype, np.dtype) and dtype.kind == "V" and dtype.name == "bfloat16"
 
 
 def check_dtype(dtype, allowed, func, name="input"):
