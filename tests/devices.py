@@ -99,8 +99,8 @@ def to_host(a):
 
         from dmlnumba.gpu.devices import pointer_device
 
-        # With its own device current, as numba reads its arrays: a result of another
-        # device's stream-ordered pool is not readable from this device's context.
+        # With its own device current: a result in another device's stream-ordered
+        # pool is readable from this device's context only where it has peer access.
         with cuda.gpus[pointer_device(device_pointer(a))]:
             return a.copy_to_host()
     from dmlnumba.arrays import is_cuda_array

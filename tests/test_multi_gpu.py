@@ -7,8 +7,9 @@ live there.
 - On two devices (skipped elsewhere, with the reason): PyTorch, CuPy and Numba inputs on
   ``cuda:1`` while the current device is 0 (and the other way round), repeated calls (the
   kept runners) included; ``device="cuda:1"`` for inputs on ``cuda:0`` and for NumPy inputs
-  (copied, results on ``cuda:1``); outputs on another device refused; dask arrays with
-  chunks on both devices.
+  (copied, results on ``cuda:1``); numba results copied to the host by numba with the
+  other device current; outputs on another device refused; dask arrays with chunks on
+  both devices.
 """
 
 import numpy as np
@@ -198,6 +199,34 @@ def test_input_on_another_device_than_the_current_one(lib, dev):
         from dmlnumba.gpu.target import synchronize
 
         synchronize(0, dev)
+
+
+@needs_two
+@pytest.mark.parametrize("lib", ["numba", "numpy"])
+@pytest.mark.parametrize("dev", [0, 1])
+def test_numba_results_are_read_with_the_other_device_current(lib, dev):
+    """numba results (a numba input's, a NumPy input's sent to a GPU) live in their
+    device's stream-ordered pool.  numba copies them to the host with another device
+    current, as it copies its own arrays, where that device has peer access: the pool
+    is opened to it (before, ``CUDA_ERROR_INVALID_VALUE``); first calls and kept
+    runners."""
+    from cuda.bindings import driver
+    from numba import cuda
+
+    if not driver.cuDeviceCanAccessPeer(_other(dev), dev)[1]:
+        pytest.skip(f"cuda:{_other(dev)} has no peer access to cuda:{dev}")
+    d = X if lib == "numpy" else _numba(X, dev)
+    kw = {"device": f"cuda:{dev}"} if lib == "numpy" else {}
+    for _ in range(3):
+        count, coords = dmlnumba.nonzero_coordinates(d, **kw)
+        s = dmlnumba.slice1(d, (0, 0), (3, 4), (1, -1), **kw)
+        a = dmlnumba.argwhere(d, **kw)
+        with cuda.gpus[_other(dev)]:
+            n = int(count.copy_to_host()[0])
+            assert n == np.count_nonzero(X)
+            np.testing.assert_array_equal(coords.copy_to_host()[:n], _want(X))
+            np.testing.assert_array_equal(s.copy_to_host(), X[:, ::-1])
+            np.testing.assert_array_equal(a.copy_to_host(), np.argwhere(X))
 
 
 @needs_two

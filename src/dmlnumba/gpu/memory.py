@@ -63,12 +63,43 @@ def pool_buffer(nbytes, handle, device=None, func=None):
 
 
 def pool(dev):
+    """The stream-ordered pool of device ``dev`` (the driver's current one), first
+    opened to the devices that can reach it (:func:`_open_to_peers`)."""
     mr = _pools.get(dev)
     if mr is None:
         from cuda.core import DeviceMemoryResource
 
-        mr = _pools[dev] = DeviceMemoryResource(dev)
+        mr = DeviceMemoryResource(dev)
+        _open_to_peers(mr.handle, dev)
+        _pools[dev] = mr
     return mr
+
+
+def _open_to_peers(handle, dev):
+    """Let every other device with peer access to ``dev`` read and write the memory of
+    its pool ``handle``.  A pool's memory is its own device's alone until then: a
+    numba result there, copied to the host by numba with another device's context
+    current (as numba's own memory can be), failed with ``CUDA_ERROR_INVALID_VALUE``.
+    Access, once given, holds for every allocation of the pool, other libraries'
+    included."""
+    from cuda.bindings import driver
+
+    err, n = driver.cuDeviceGetCount()
+    check(err, "cuDeviceGetCount")
+    access = []
+    for peer in range(n):
+        if peer == dev:
+            continue
+        err, can = driver.cuDeviceCanAccessPeer(peer, dev)
+        check(err, "cuDeviceCanAccessPeer")
+        if can:
+            a = driver.CUmemAccessDesc()
+            a.location.type = driver.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            a.location.id = peer
+            a.flags = driver.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            access.append(a)
+    if access:
+        check(driver.cuMemPoolSetAccess(handle, access, len(access))[0], "cuMemPoolSetAccess")
 
 
 def numba_context(dev):
