@@ -8,8 +8,9 @@ live there.
   ``cuda:1`` while the current device is 0 (and the other way round), repeated calls (the
   kept runners) included; ``device="cuda:1"`` for inputs on ``cuda:0`` and for NumPy inputs
   (copied, results on ``cuda:1``); numba results copied to the host by numba with the
-  other device current; outputs on another device refused; dask arrays with chunks on
-  both devices.
+  other device current; repeats into given outputs on the other device; JAX inputs on
+  the second GPU; outputs on another device refused; dask arrays with chunks on both
+  devices.
 """
 
 import numpy as np
@@ -278,6 +279,47 @@ def test_outputs_on_another_device_are_refused():
     ox = torch.empty((12, 2), dtype=torch.uint32, device="cuda:1")
     with pytest.raises(ValueError, match=r"out_count is on cuda:0"):
         dmlnumba.nonzero_coordinates(t, out_count=oc, out_coordinates=ox)
+
+
+@needs_two
+@pytest.mark.parametrize("lib", ["torch", "cupy", "numba"])
+def test_repeats_into_outputs_on_another_device_than_the_current_one(lib):
+    """Input and given outputs on cuda:1, cuda:0 current: the repeats (the runners the
+    first calls kept) write the outputs there and return them."""
+    w = ((0, 0), (3, 4), (-1, 2))
+    with _current(0, lib):
+        for _ in range(3):
+            d = MAKERS[lib](X, 1)
+            out = MAKERS[lib](np.zeros((3, 2), np.float32), 1)
+            oc = MAKERS[lib](np.zeros(1, np.uint32), 1)
+            ox = MAKERS[lib](np.zeros((12, 2), np.uint32), 1)
+            assert dmlnumba.slice1(d, *w, out=out) is out
+            np.testing.assert_array_equal(to_host(out), X[::-1, ::2])
+            count, coords = dmlnumba.nonzero_coordinates(d, out_count=oc, out_coordinates=ox)
+            assert count is oc and coords is ox
+            _check_nonzero((oc, ox), X)
+
+
+@needs_two
+def test_jax_input_on_another_device_than_the_current_one():
+    """A JAX array on the second GPU, the first current: results on the JAX array's GPU,
+    first calls and kept runners.  The first GPU is made current as PyTorch does it:
+    JAX's own work makes its GPU current, which breaks numba's context stack."""
+    jax = pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    gpus = [g for g in jax.devices() if g.platform == "gpu"]
+    if len(gpus) < 2:
+        pytest.skip("JAX sees fewer than two GPUs")
+    x = jax.device_put(X, gpus[1])
+    with _current(0, "torch"):
+        for _ in range(3):
+            count, coords = dmlnumba.nonzero_coordinates(x)
+            assert coords.devices() == {gpus[1]}
+            _check_nonzero((np.asarray(count), np.asarray(coords)), X)
+            s = dmlnumba.slice1(x, (0, 0), (3, 4), (1, -1))
+            assert s.devices() == {gpus[1]}
+            np.testing.assert_array_equal(np.asarray(s), X[:, ::-1])
+            np.testing.assert_array_equal(np.asarray(dmlnumba.argwhere(x)), np.argwhere(X))
 
 
 @needs_two
