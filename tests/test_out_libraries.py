@@ -5,8 +5,8 @@ are written with NumPy's values and returned as they are (not as arrays of the
 input's library); an output not given is a new array of the input's library.
 
 On the CPU: NumPy, PyTorch and JAX inputs, NumPy and PyTorch outputs.  On a real GPU:
-PyTorch, CuPy, numba and JAX inputs, PyTorch, CuPy and numba outputs.  float32 (with
--0.0 and NaN), int32, and bfloat16 where both libraries hold it."""
+PyTorch, CuPy, numba and JAX inputs and NumPy ones sent there, PyTorch, CuPy and numba
+outputs.  float32 (with -0.0 and NaN), int32, and bfloat16 where both libraries hold it."""
 
 import numpy as np
 import pytest
@@ -47,8 +47,9 @@ def _bits(h):
 
 
 def _make(lib, h):
-    """The host array ``h`` as an array of ``lib`` (its own memory)."""
-    if lib == "numpy":
+    """The host array ``h`` as an array of ``lib`` (its own memory; ``numpy-cuda``: a
+    NumPy array that the calls send to the GPU)."""
+    if lib in ("numpy", "numpy-cuda"):
         return h.copy()
     if lib in ("torch", "torch-cuda"):
         t = torch.from_numpy(_bits(h).copy())
@@ -92,6 +93,8 @@ def _is_library(r, lib):
     """Whether ``r`` is an array of the library ``lib`` (an input's)."""
     if lib == "numpy":
         return type(r) is np.ndarray
+    if lib == "numpy-cuda":  # (its results on a GPU are numba arrays)
+        lib = "numba"
     if lib.startswith("torch"):
         return isinstance(r, torch.Tensor) and r.is_cuda == (lib == "torch-cuda")
     if lib.startswith("jax"):
@@ -106,32 +109,33 @@ def _check(inp, out, dtype_name, monkeypatch):
     if dtype_name == "bfloat16" and (inp in NO_BFLOAT16 or out in NO_BFLOAT16):
         pytest.skip(f"{inp} or {out} holds no bfloat16")
     full = count_full_calls(monkeypatch)
+    kw = {"device": "cuda"} if inp == "numpy-cuda" else {}
     u32 = np.dtype(np.uint32)
     for k in range(3):
         h = _values(dtype, k)
         x = _make(inp, h)
         want = slice1_reference(_bits(h), *W)
         o = _poisoned(out, want.shape, dtype)
-        assert dmlnumba.slice1(x, *W, out=o) is o
+        assert dmlnumba.slice1(x, *W, out=o, **kw) is o
         np.testing.assert_array_equal(_host(o), want)
         g = _make(inp, slice1_reference(h, *W))
         go = _poisoned(out, SHAPE, dtype)
-        assert dmlnumba.slice_grad(g, SHAPE, *W, out=go) is go
+        assert dmlnumba.slice_grad(g, SHAPE, *W, out=go, **kw) is go
         np.testing.assert_array_equal(_host(go), slice_grad_reference(want, SHAPE, *W))
         rows = np.argwhere(_bits(h) & 0x7FFF if dtype_name == "bfloat16" else h)
         n = len(rows)
         oc, ox = _poisoned(out, (1,), u32), _poisoned(out, (24, 2), u32)
-        c, r = dmlnumba.nonzero_coordinates(x, out_count=oc, out_coordinates=ox)
+        c, r = dmlnumba.nonzero_coordinates(x, out_count=oc, out_coordinates=ox, **kw)
         assert c is oc and r is ox
         assert _host(oc)[0] == n
         np.testing.assert_array_equal(_host(ox)[:n], rows)
         oc = _poisoned(out, (1,), u32)
-        c, r = dmlnumba.nonzero_coordinates(x, out_count=oc)
+        c, r = dmlnumba.nonzero_coordinates(x, out_count=oc, **kw)
         assert c is oc and _is_library(r, inp)
         assert _host(oc)[0] == n
         np.testing.assert_array_equal(_host(r)[:n], rows)
         ox = _poisoned(out, (24, 2), u32)
-        c, r = dmlnumba.nonzero_coordinates(x, out_coordinates=ox)
+        c, r = dmlnumba.nonzero_coordinates(x, out_coordinates=ox, **kw)
         assert r is ox and _is_library(c, inp)
         assert _host(c)[0] == n
         np.testing.assert_array_equal(_host(ox)[:n], rows)
@@ -151,7 +155,7 @@ def test_cpu_outputs_of_another_library(inp, out, dtype, monkeypatch):
 @needs_real_gpu
 @pytest.mark.parametrize("dtype", ["float32", "int32", "bfloat16"])
 @pytest.mark.parametrize("out", ["torch-cuda", "cupy", "numba"])
-@pytest.mark.parametrize("inp", ["torch-cuda", "cupy", "numba", "jax-cuda"])
+@pytest.mark.parametrize("inp", ["torch-cuda", "cupy", "numba", "jax-cuda", "numpy-cuda"])
 def test_gpu_outputs_of_another_library(inp, out, dtype, monkeypatch):
     """A GPU's pairings (values as on the CPU; the runners are the CUDA target's)."""
     _check(inp, out, dtype, monkeypatch)
