@@ -30,6 +30,7 @@ from . import validation as v
 from .arrays import _ASK, is_cuda_array, is_dask, library, refuse_deleted
 from .cpu import process
 from .cpu import target as target_cpu
+from .cpu.views import jax_memory
 from .dtypes import is_bfloat16
 from .interop import bfloat16_out, check_jax_fits, check_storage
 from .target import Call, CudaTarget, Target
@@ -202,7 +203,7 @@ def readable(input, lib, f, stream=None, name="input"):
                 jax = _modules["jax"]
                 bits = jax.lax.bitcast_convert_type(input, jax.numpy.float16)
                 return bits.block_until_ready(), bf16
-            return np.ndarray.view(np.asarray(input), np.float16), bf16  # (JAX's memory)
+            return jax_memory(input), bf16  # (JAX's memory, as a runner reads it)
     elif lib == "torch":
         return torch_view(input, f, name)
     elif isinstance(input, np.ndarray) and is_bfloat16(input.dtype):

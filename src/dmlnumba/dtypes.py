@@ -40,6 +40,10 @@ def names(dtypes):
     return ", ".join(sorted(str(d) for d in dtypes))
 
 
+#: float16, the dtype that bfloat16 arrays are read as (the same zeros, bytes and NaN rule).
+FLOAT16 = np.dtype(np.float16)
+
+
 def is_bfloat16(dtype):
     """Whether a NumPy dtype is bfloat16 (ml_dtypes', which JAX's arrays and ONNX's
     tensors hold; NumPy has none of its own).  Its bytes are always native: a

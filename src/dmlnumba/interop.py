@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from .dtypes import is_bfloat16
+from .dtypes import FLOAT16, is_bfloat16
 
 _modules = sys.modules
 
@@ -51,9 +51,9 @@ def bfloat16_runner(run, window, bf16, lib=None):
     if lib == "jax":
         if not window:
             return run
-        return lambda x, out=None: run(x) if out is None else run(x, _float16_view(out))
+        return lambda x, out=None: run(x) if out is None else run(x, float16_view(out))
     if isinstance(bf16, np.dtype):
-        view, f16 = np.ndarray.view, _F16
+        view, f16 = np.ndarray.view, FLOAT16
     else:
         torch = _modules["torch"]
         view, f16 = torch.Tensor.view, torch.float16
@@ -64,20 +64,16 @@ def bfloat16_runner(run, window, bf16, lib=None):
         if out is None:
             r = run(view(x, f16))
             return None if r is None else view(r, bf16)  # (None: the full path)
-        return run(view(x, f16), _float16_view(out))  # out itself, or None: the full path
+        return run(view(x, f16), float16_view(out))  # out itself, or None: the full path
 
     return go
 
 
-#: float16, the dtype that bfloat16 arrays are read as.
-_F16 = np.dtype(np.float16)
-
-
-def _float16_view(a):
+def float16_view(a):
     """The float16 view of a bfloat16 NumPy array or PyTorch tensor (by NumPy's or
     PyTorch's own method: a subclass's could lie)."""
     if type(a) is np.ndarray:
-        return np.ndarray.view(a, _F16)
+        return np.ndarray.view(a, FLOAT16)
     torch = _modules["torch"]
     return torch.Tensor.view(a, torch.float16)
 

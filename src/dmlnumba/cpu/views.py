@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import is_bfloat16
+from ..dtypes import FLOAT16, is_bfloat16
+from ..interop import float16_view
 from ..layout import c_strides, extent, uint_of_size
 
 
@@ -117,22 +118,20 @@ def library_io(lib):
     ``ready`` waits for an input's asynchronous work (JAX computes on streams of its
     own; None: nothing to wait for), ``read`` gives its memory as a NumPy array, in
     place (a PyTorch tensor's through :func:`_torch_reader`, the runner's own; a JAX
-    array's through :func:`_jax_memory`), and ``give`` is :func:`library_give`'s."""
+    array's through :func:`jax_memory`), and ``give`` is :func:`library_give`'s."""
     if lib == "torch":
         return None, _torch_reader(sys.modules["torch"], inputs=True), library_give(lib)
     ready = operator.methodcaller("block_until_ready")  # (returns the array)
-    return ready, _jax_memory, library_give(lib)
+    return ready, jax_memory, library_give(lib)
 
 
-def _jax_memory(a):
+def jax_memory(a):
     """A JAX CPU array's memory as a NumPy array, through ``numpy.asarray`` (which JAX
     keeps read-only; a quarter of ``numpy.from_dlpack``'s time), a bfloat16 one's as
-    float16, as the full path reads it (:func:`dmlnumba.dispatch.readable`)."""
+    float16: how the runners and the full path (:func:`dmlnumba.dispatch.readable`)
+    read it."""
     m = np.asarray(a)
-    return np.ndarray.view(m, _F16) if is_bfloat16(m.dtype) else m
-
-
-_F16 = np.dtype(np.float16)
+    return float16_view(m) if is_bfloat16(m.dtype) else m
 
 
 def library_give(lib):
@@ -288,7 +287,7 @@ def library_runner(run, lib):
             r = run(read(ready(x)), *out)
             if out or r is None:
                 return r
-            if r.dtype == _F16 and is_bfloat16(x.dtype):  # (read as float16: _jax_memory)
+            if r.dtype == FLOAT16 and is_bfloat16(x.dtype):  # (read as float16: jax_memory)
                 r = r.view(x.dtype)
             return give(r)
 
