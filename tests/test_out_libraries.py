@@ -104,6 +104,16 @@ def _is_library(r, lib):
     return type(r) is type(_make(lib, np.zeros(1, np.float32)))
 
 
+def _bumped(a, v):
+    """Whether ``a`` was marked written since its version counter read ``v`` (a PyTorch
+    tensor's, as PyTorch's in-place ops mark theirs; other arrays have none)."""
+    return not isinstance(a, torch.Tensor) or a._version > v
+
+
+def _version(a):
+    return a._version if isinstance(a, torch.Tensor) else None
+
+
 def _check(inp, out, dtype_name, monkeypatch):
     dtype = _dtype(dtype_name)
     if dtype_name == "bfloat16" and (inp in NO_BFLOAT16 or out in NO_BFLOAT16):
@@ -116,17 +126,23 @@ def _check(inp, out, dtype_name, monkeypatch):
         x = _make(inp, h)
         want = slice1_reference(_bits(h), *W)
         o = _poisoned(out, want.shape, dtype)
+        v = _version(o)
         assert dmlnumba.slice1(x, *W, out=o, **kw) is o
         np.testing.assert_array_equal(_host(o), want)
+        assert _bumped(o, v)
         g = _make(inp, slice1_reference(h, *W))
         go = _poisoned(out, SHAPE, dtype)
+        v = _version(go)
         assert dmlnumba.slice_grad(g, SHAPE, *W, out=go, **kw) is go
         np.testing.assert_array_equal(_host(go), slice_grad_reference(want, SHAPE, *W))
+        assert _bumped(go, v)
         rows = np.argwhere(_bits(h) & 0x7FFF if dtype_name == "bfloat16" else h)
         n = len(rows)
         oc, ox = _poisoned(out, (1,), u32), _poisoned(out, (24, 2), u32)
+        v = _version(oc), _version(ox)
         c, r = dmlnumba.nonzero_coordinates(x, out_count=oc, out_coordinates=ox, **kw)
         assert c is oc and r is ox
+        assert _bumped(oc, v[0]) and _bumped(ox, v[1])
         assert _host(oc)[0] == n
         np.testing.assert_array_equal(_host(ox)[:n], rows)
         oc = _poisoned(out, (1,), u32)
@@ -159,3 +175,20 @@ def test_cpu_outputs_of_another_library(inp, out, dtype, monkeypatch):
 def test_gpu_outputs_of_another_library(inp, out, dtype, monkeypatch):
     """A GPU's pairings (values as on the CPU; the runners are the CUDA target's)."""
     _check(inp, out, dtype, monkeypatch)
+
+
+@pytest.mark.parametrize("inp, out", [("torch", "numpy"), ("numpy", "torch")])
+@pytest.mark.parametrize("n", [6, 5000])  # NumPy's copy, and the kernel's
+def test_an_output_of_another_library_over_the_input_s_memory(inp, out, n):
+    """An output of the other library over the input's own memory (a PyTorch tensor and
+    a NumPy array of one buffer), overlapping it: the window is written as if the input
+    were read first, on the first call and on the runner's repeats."""
+    for _ in range(3):
+        base = np.arange(2 * n, dtype=np.float32)
+        t = torch.from_numpy(base)
+        x = t[:n] if inp == "torch" else base[:n]
+        want = base[:n][::-1].copy()
+        o = base[n // 3 : n // 3 + n]
+        o = torch.from_numpy(o) if out == "torch" else o
+        assert dmlnumba.slice1(x, (0,), (n,), (-1,), out=o) is o
+        np.testing.assert_array_equal(base[n // 3 : n // 3 + n], want)
