@@ -258,6 +258,21 @@ def test_nonzero_bad_input(x, exc, pattern):
         dmlnumba.argwhere(x)
 
 
+def test_results_larger_than_an_array_are_refused_by_name():
+    # NumPy's own "array is too big" named neither the function nor the parameter.
+    g = np.ones((1, 1), np.float32)
+    out = np.full((1, 1), 7, np.float32)
+    with pytest.raises(ValueError, match=r"^slice_grad\(\): input_shape = \(4294967296, 42"):
+        dmlnumba.slice_grad(g, (1 << 32, 1 << 32), (0, 0), (1, 1), (1, 1), out=out)
+    assert out[0, 0] == 7
+    # A broadcast input of 2**60 elements: its worst-case uint64 coordinates, 3 columns.
+    huge = np.broadcast_to(np.zeros(1, np.uint8), (1 << 20,) * 3)
+    count = np.full((1,), 77, np.uint64)
+    with pytest.raises(ValueError, match=r"^nonzero_coordinates\(\): the coordinates of 11529"):
+        dmlnumba.nonzero_coordinates(huge, dtype=np.uint64, out_count=count)
+    assert count[0] == 77
+
+
 def test_uint32_cannot_describe_2_to_the_32_elements():
     huge = np.broadcast_to(np.zeros(1, np.uint8), (1 << 16, 1 << 16))  # no memory behind it
     count = np.full((1,), 77, np.uint32)

@@ -777,6 +777,25 @@ def test_data_errors():
         donnx.nonzero(np.zeros(3, np.complex128))
     with pytest.raises(ValueError, match=r"^onnx\.nonzero\(\): x has 9 dimensions"):
         donnx.nonzero(np.zeros((1,) * 9, np.float32))
+    # A layout the operators refuse is named as the adapter's: a packed record's field.
+    odd = np.ndarray((5,), np.float32, buffer=np.arange(64, dtype=np.uint8), strides=(5,))
+    with pytest.raises(ValueError, match=r"^onnx\.slice\(\): data\.strides\[0\] = 5 is not a"):
+        donnx.slice(odd, [0], [5])
+    with pytest.raises(ValueError, match=r"^onnx\.nonzero\(\): x\.strides\[0\] = 5 is not a"):
+        donnx.nonzero(odd)
+
+
+def test_dask_data_errors():
+    da = pytest.importorskip("dask.array")
+    d = da.from_array(np.arange(10.0), chunks=4)
+    unknown = d[d > 3]  # chunks of unknown sizes
+    with pytest.raises(ValueError, match=r"^onnx\.slice\(\): data has unknown chunk sizes"):
+        donnx.slice(unknown, [0], [1])
+    with pytest.raises(ValueError, match=r"^onnx\.nonzero\(\): x has unknown chunk sizes"):
+        donnx.nonzero(unknown)
+    masked = da.ma.masked_array(da.zeros(3))
+    with pytest.raises(TypeError, match=r"^onnx\.slice\(\): data is a dask array of numpy\.ma"):
+        donnx.slice(masked, [0], [1])
 
 
 def test_window_parameters():

@@ -299,7 +299,7 @@ def nonzero_call(
     v.check_strides(x, "input", f)
     w = v.nonzero_width(x.shape, width, f)
     dt = v.coord_dtype(dtype, x.size, f)
-    rows = v.max_count(max_count, x.size, dt, f)
+    rows = v.max_count(max_count, x.size, dt, f, w)
     if lib == "jax":
         check_jax_fits(x.shape, dt, f)
     if target.MAX_ELEMENTS is not None and x.size > target.MAX_ELEMENTS:

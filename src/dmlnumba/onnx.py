@@ -210,7 +210,7 @@ def slice(  # ONNX's name: this module's code says builtins.slice for Python's
     ``data``: any array :func:`dmlnumba.slice1` takes (NumPy, PyTorch, CuPy,
     numba device arrays, dask, DLPack exporters such as JAX's), of its dtypes
     (PyTorch bfloat16 too), with 1 to 8 dimensions; the result is of the array type and on the
-    device that ``slice1`` gives (NumPy for JAX arrays).
+    device that ``slice1`` gives.
     ``starts``, ``ends``, ``axes``, ``steps``: as in :func:`window` (arrays on a
     GPU are read back to the host).  An empty result is a new empty array of
     that type, made without launching a kernel.

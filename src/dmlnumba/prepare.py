@@ -26,6 +26,7 @@ import numpy as np
 from . import dispatch, keys
 from . import validation as v
 from .arrays import _libraries, is_cuda_array, library
+from .chunked.blocks import check_chunks
 from .keys import TRACED, UNASKED
 from .target import Call, Runs
 from .traced import traced
@@ -230,9 +231,11 @@ def view(x, f, name) -> Call:
     works out a call's parameters from the input's shape and dtype (ONNX's)."""
     lib = library(x)
     if lib == "dask":
+        check_chunks(x, f, name)
         return Call(f, x, lib, adapter("dask"), x=x)
     x, bf16 = dispatch.readable(x, lib, f, None, name)
     target, a = dispatch.resolve(x, None, f, name, lib)
+    v.check_strides(a, name, f)
     return Call(f, x, lib, target, x=a, bf16=bf16)
 
 

@@ -42,6 +42,10 @@ from .layout import shares_memory, uint_of_size  # noqa: F401  (importable from 
 
 MAX_DIMS = 8
 
+#: The most bytes an array may hold (NumPy's limit, its index type's largest value):
+#: a result that would need more is refused by name, not by NumPy's allocator.
+MAX_BYTES = INT64_MAX
+
 
 def check_ndim(ndim, func, name="input"):
     if not 1 <= ndim <= MAX_DIMS:
@@ -217,9 +221,15 @@ def shape_arg(values, name, f):
         )
     shape = int_values(values, name, f)
     check_ndim(len(shape), f, name)
+    size = 1
     for d, n in enumerate(shape):
         if n < 0:
             raise ValueError(f"{f}(): {name}[{d}] = {n} is negative")
+        size *= n
+    if size * 8 > MAX_BYTES:  # (8: the widest item; NumPy counts an array's bytes)
+        raise ValueError(
+            f"{f}(): {name} = {shape} has {size} elements, more than an array can hold"
+        )
     return shape
 
 
@@ -282,13 +292,19 @@ def _max_count_arg(value, dtype, f):
     return value
 
 
-def max_count(value, size, dtype, f="nonzero_coordinates"):
+def max_count(value, size, dtype, f="nonzero_coordinates", width=1):
     """The rows of the coordinates matrix: ``size`` (DirectML's worst case) for None,
     else ``value`` (a non-negative int that the coordinate type can index) where it
-    is smaller: more rows than elements are never needed."""
-    if value is None:
-        return size
-    return min(_max_count_arg(value, dtype, f), size)
+    is smaller: more rows than elements are never needed.  A matrix of these rows and
+    ``width`` columns must fit in an array (a broadcast input may have more elements
+    than memory): otherwise a ValueError that names max_count."""
+    rows = size if value is None else min(_max_count_arg(value, dtype, f), size)
+    if rows * width * dtype.itemsize > MAX_BYTES:
+        raise ValueError(
+            f"{f}(): the coordinates of {rows} rows and {width} columns of {dtype} would be "
+            f"more than an array can hold; pass a smaller max_count"
+        )
+    return rows
 
 
 def nonzero_args(width, dtype, max_count, f="nonzero_coordinates"):

@@ -58,6 +58,16 @@ def _on_device_of(block):
     return cupy.cuda.Device(block.device.id)
 
 
+def check_chunks(x, f, name="input"):
+    """The kind of the dask array ``x``'s chunks (``"numpy"`` or ``"cupy"``), which
+    must have known sizes (ValueError) and be NumPy or CuPy arrays (TypeError)."""
+    if any(np.isnan(c) for cs in x.chunks for c in cs):
+        raise ValueError(
+            f"{f}(): {name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first"
+        )
+    return _kind(x._meta, f, name)
+
+
 def _prepare(x, device, f, name="input"):
     """``(x, kind)``: the array with its chunks where ``device`` says, and their kind
     (``"cuda:N"``: every chunk on device N, copied there where it is elsewhere;
@@ -65,11 +75,7 @@ def _prepare(x, device, f, name="input"):
     from dask.array.utils import meta_from_array
 
     config.check_env(f)
-    if any(np.isnan(c) for cs in x.chunks for c in cs):
-        raise ValueError(
-            f"{f}(): {name} has unknown chunk sizes; call {name}.compute_chunk_sizes() first"
-        )
-    kind = _kind(x._meta, f, name)
+    kind = check_chunks(x, f, name)
     dev = parse_device(device, f)
     if dev is None:
         return x, kind
