@@ -12,6 +12,9 @@ from dmlnumba import layout
 
 from strategies import LAYOUTS, laid_out, shapes
 
+#: NumPy's byte_bounds (numpy.lib.array_utils from NumPy 2; the package supports 1.24 on).
+byte_bounds = getattr(np.lib, "array_utils", np).byte_bounds
+
 
 @given(shape=shapes(max_dims=8, max_side=5, max_size=400), data=st.data())
 def test_unravel_matches_numpy(shape, data):
@@ -151,7 +154,7 @@ def test_extent_spans_exactly_the_array(shape, layout_name, data):
     base = np.arange(int(np.prod(shape)), dtype=np.int32)
     a = data.draw(laid_out(base, shape, layout_name))
     low, span, base, es = layout.extent(a.shape, a.strides, a.itemsize)
-    lo, hi = np.lib.array_utils.byte_bounds(a)
+    lo, hi = byte_bounds(a)
     ptr = a.__array_interface__["data"][0]
     assert ptr + low == lo
     assert span * a.itemsize == hi - lo
@@ -175,7 +178,7 @@ def test_cpu_flat_view_spans_the_array_in_memory_order(shape, layout_name, data)
 
     a = data.draw(laid_out(np.arange(int(np.prod(shape)), dtype=np.float32), shape, layout_name))
     low, span, base, es = layout.extent(a.shape, a.strides, a.itemsize)
-    lo = np.lib.array_utils.byte_bounds(a)[0]
+    lo = byte_bounds(a)[0]
     v0, b, s = views.flat_view(a)
     assert b == base
     for v in [v0, views.reader(a)(a)]:
