@@ -80,6 +80,43 @@ def test_compile_with_preallocated_outputs_and_argwhere():
         np.testing.assert_array_equal(out.numpy(), x.numpy()[:, ::-1])
 
 
+@pytest.mark.parametrize("how", ["compile", "functionalize"])
+def test_one_given_nonzero_output_gives_the_other_new(how):
+    """Given only out_count= or only out_coordinates=, the traced call returns the
+    caller's one and a new one for the other, as the eager call does (it returned
+    None in the other's place)."""
+
+    def count_only(x, oc):
+        return dmlnumba.nonzero_coordinates(x, out_count=oc)
+
+    def coords_only(x, ox):
+        return dmlnumba.nonzero_coordinates(x, out_coordinates=ox)
+
+    rng = np.random.default_rng(3)
+    for f, given in ((count_only, 0), (coords_only, 1)):
+        torch._dynamo.reset()
+        run = (
+            torch.compile(f, fullgraph=True, backend="aot_eager")
+            if how == "compile"
+            else torch.func.functionalize(f)
+        )
+        for p in (0.3, 0.7):  # the first call and a repeat
+            x = _input(rng, p=p)
+            out = (
+                torch.empty(1, dtype=torch.uint32)
+                if given == 0
+                else torch.empty(54, 2, dtype=torch.uint32)
+            )
+            r = run(x, out)
+            want = np.argwhere(x.numpy())
+            assert all(isinstance(t, torch.Tensor) for t in r)
+            assert tuple(r[0].shape) == (1,) and tuple(r[1].shape) == (54, 2)
+            assert int(r[0][0]) == len(want)
+            np.testing.assert_array_equal(r[1][: len(want)].numpy(), want)
+            if how == "compile":  # (functionalize writes its own copy, then the caller's)
+                assert r[given] is out
+
+
 def test_export_holds_the_operators():
     class M(torch.nn.Module):
         def forward(self, x):
@@ -241,6 +278,36 @@ def test_compiled_calls_raise_the_eager_errors(case):
     assert any((type(e), str(e)) == want for e in errors) or any(
         want[1] in str(e) for e in errors
     ), (want, errors[0])
+
+
+@pytest.mark.parametrize("op", ["slice1", "slice_grad"])
+def test_compiled_out_that_requires_grad_is_refused(op):
+    """An out= that requires grad (a leaf, or the result of a recorded op) is refused
+    in grad mode with the eager call's error, and left unwritten; written under
+    no_grad.  The compiled call wrote it, invisibly to autograd: the result of a
+    recorded op kept its grad_fn, and its inputs got that op's gradient."""
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+    x = torch.arange(9.0).reshape(3, 3)
+    if op == "slice1":
+        f = lambda x, o: dmlnumba.slice1(x, (0, 0), (3, 3), (1, -1), out=o)  # noqa: E731
+    else:
+        f = lambda x, o: dmlnumba.slice_grad(x, (3, 3), (0, 0), (3, 3), (1, -1), out=o)  # noqa: E731
+    want = f(x, torch.empty(3, 3))
+    w = torch.ones(3, 3, requires_grad=True)
+    for o in (torch.zeros(3, 3, requires_grad=True), w * 2):
+        before = o.detach().clone()
+        with pytest.raises(TypeError, match=rf"^{op}\(\): out requires grad") as eager:
+            f(x, o)
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as compiled:
+            torch.compile(f, fullgraph=True, backend="aot_eager")(x, o)
+        assert any(str(eager.value) in str(e) for e in _chain(compiled.value)), compiled.value
+        assert torch.equal(o.detach(), before)
+    o = torch.zeros(3, 3, requires_grad=True)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(f, fullgraph=True, backend="aot_eager")(x, o)
+    assert torch.equal(o.detach(), want)
 
 
 def test_numpy_inputs_under_compile_give_what_eager_calls_give():

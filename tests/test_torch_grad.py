@@ -166,6 +166,42 @@ def test_nonzero_beside_a_trained_model_compiles(device):
     assert not rows.requires_grad and rows.dtype == torch.int64
 
 
+@pytest.mark.parametrize("window", WINDOWS)
+def test_forward_mode_ad_carries_the_tangent(window):
+    """torch.autograd.forward_ad: slice1's and slice_grad's tangents are the tangent's
+    window (both operators are linear), on the first call and repeats, with and
+    without requires_grad; a dropped tangent gave forward-mode Jacobians of zeros."""
+    import torch.autograd.forward_ad as fwad
+
+    offsets, sizes, strides, output_sizes = window
+    x = torch.randn(5, 7, dtype=torch.float64)
+    want = _flip_slice(x, *window)
+    for rg in (False, True, False):  # (the third: a repeat of the first's key)
+        t = torch.randn(5, 7, dtype=torch.float64)
+        with fwad.dual_level():
+            y = dmlnumba.slice1(fwad.make_dual(x.requires_grad_(rg), t), *window)
+            primal, tangent = fwad.unpack_dual(y)
+            assert torch.equal(primal.detach(), want) and torch.equal(
+                tangent, _flip_slice(t, *window)
+            )
+            out = torch.empty(want.shape, dtype=torch.float64)
+            with pytest.raises(TypeError, match=r"^slice1\(\): out= does not carry forward"):
+                with torch.no_grad():
+                    dmlnumba.slice1(fwad.make_dual(x.detach(), t), *window, out=out)
+            if output_sizes is None:  # (slice_grad takes the window's own sizes)
+                g = fwad.make_dual(want.detach(), _flip_slice(t, *window))
+                z = dmlnumba.slice_grad(g, (5, 7), offsets, sizes, strides)
+                _, back = torch.func.vjp(lambda a: _flip_slice(a, *window), t)  # (the adjoint)
+                (ref,) = back(_flip_slice(t, *window))
+                assert torch.equal(fwad.unpack_dual(z).tangent, ref)
+        x = x.detach()
+    f = lambda a: dmlnumba.slice1(a, *window)  # noqa: E731
+    fwd = torch.autograd.functional.jacobian(f, x, strategy="forward-mode", vectorize=True)
+    assert torch.equal(fwd, torch.autograd.functional.jacobian(f, x))
+    assert fwd.sum() == want.numel()
+    torch.autograd.gradcheck(f, x.clone().requires_grad_(), check_forward_ad=True)
+
+
 def test_out_with_an_input_that_requires_grad():
     """An out= write is not differentiable: refused in grad mode (as PyTorch's out=
     calls are), written under no_grad."""

@@ -234,7 +234,7 @@ def fast_key(x, out, grad):
     if type(x) is _Numba:
         return _numba_layout(x, _Numba)
     rg = x.requires_grad
-    if rg and grad and _modules["torch"].is_grad_enabled():
+    if grad and (rg and _modules["torch"].is_grad_enabled() or _tr.dual_level()):
         return TRACED
     if wrapped(x) or (type(out) is _Tensor and wrapped(out)):
         return TRACED

@@ -6,7 +6,8 @@ each the other's adjoint.  Registered with ``torch.library.register_autograd`` (
 autograd, torch.compile and torch.export hold them as they are), with vmap rules
 (``register_vmap``: a batch dimension is one more window dimension that keeps it
 whole), and as ``autograd.Function`` classes for torch.func's ``grad``, ``jacrev``
-and ``jvp``, which take a custom operator's gradient only through such a class.
+and ``jvp``, which take a custom operator's gradient only through such a class, and
+for forward-mode AD (``torch.autograd.forward_ad``: the classes' ``jvp``).
 """
 
 import torch
@@ -118,8 +119,13 @@ class _SliceGrad(torch.autograd.Function):
 
 def _transforms_active():
     """Whether a torch.func transform other than ``functionalize`` (which runs the
-    operators as they are) wraps the call."""
-    if torch.compiler.is_compiling() or not torch._C._are_functorch_transforms_active():
+    operators as they are) wraps the call, or forward-mode AD is on (a
+    ``forward_ad.dual_level()``: the registered autograd has no ``jvp``)."""
+    if torch.compiler.is_compiling():
+        return False
+    if torch.autograd.forward_ad._current_level >= 0:
+        return True
+    if not torch._C._are_functorch_transforms_active():
         return False
     top = torch._C._functorch.peek_interpreter_stack()
     return top is None or top.key() != torch._C._functorch.TransformType.Functionalize

@@ -229,7 +229,7 @@ def slice1_call(c):
     ops = torch.ops.dmlnumba
     if out is None:
         return torch_grad.slice1_op(input, offsets, sizes, strides, output_sizes)
-    _no_grad_out("slice1", input)
+    _no_grad_out("slice1", input, out)
     if _func_wrapped(input, out):
         r = ops.slice1(input, offsets, sizes, strides, output_sizes)
         check_out(out, input, r.shape)
@@ -239,14 +239,29 @@ def slice1_call(c):
     return out
 
 
-def _no_grad_out(f, input):
-    """An ``out=`` write is not differentiable: refused for an input that requires
-    grad in grad mode, as PyTorch refuses its own ``out=`` calls."""
-    if input.requires_grad and torch.is_grad_enabled():
+def _no_grad_out(f, input, out):
+    """An ``out=`` write is not differentiable: refused in grad mode for an input or an
+    ``out`` that requires grad, as PyTorch refuses its own ``out=`` calls and the eager
+    path ``out`` (:func:`~dmlnumba.interop.torch_out`), and for an input that carries
+    a forward-mode tangent (the write would drop it)."""
+    if not torch.is_grad_enabled():
+        pass
+    elif input.requires_grad:
         raise TypeError(
             f"{f}(): out= does not support automatic differentiation, and the input requires "
             f"grad; call without out=, or under torch.no_grad()"
         )
+    elif out.requires_grad:  # (the eager path's words)
+        raise TypeError(
+            f"{f}(): out requires grad, and dmlnumba's writes are not differentiable; "
+            f"pass a tensor that does not, or call under torch.no_grad()"
+        )
+    if torch.autograd.forward_ad._current_level >= 0:
+        if torch.autograd.forward_ad.unpack_dual(input).tangent is not None:
+            raise TypeError(
+                f"{f}(): out= does not carry forward-mode tangents, and the input has one; "
+                f"call without out="
+            )
 
 
 def slice_grad_call(c):
@@ -259,7 +274,7 @@ def slice_grad_call(c):
             grad, input_shape, offsets, sizes, strides, out=out, device=device, stream=stream
         )
     if out is not None:
-        _no_grad_out("slice_grad", grad)
+        _no_grad_out("slice_grad", grad, out)
     r = torch_grad.slice_grad_op(grad, input_shape, offsets, sizes, strides)
     if out is None:
         return r
@@ -306,9 +321,11 @@ def nonzero_call(c):
     check_nonzero_outs(dt, coords.shape[1], coords.shape[0], out_count, out_coordinates)
     if out_count is not None:
         out_count.copy_(count.view(out_count.shape))
+        count = out_count
     if out_coordinates is not None:
         out_coordinates[..., : coords.shape[0], :].copy_(coords)
-    return out_count, out_coordinates
+        coords = out_coordinates
+    return count, coords  # (a new output where the call was given one only, as eager)
 
 
 def argwhere_call(c):

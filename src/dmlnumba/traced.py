@@ -22,8 +22,9 @@ def traced(input, *outs, grad=False):
     tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
     must never read or write through DLPack or a data pointer; for a differentiable
     operator (``grad``: slice1, slice_grad), also when autograd records the call (an
-    input that requires grad, in grad mode).  Cheap where PyTorch is not loaded, and
-    for a NumPy input with no other output to ask about."""
+    input that requires grad, in grad mode, or forward-mode AD: :func:`dual_level`).
+    Cheap where PyTorch is not loaded, and for a NumPy input with no other output to
+    ask about."""
     if _compiling():  # (False while PyTorch is not loaded)
         return True
     if not outs and type(input) is _ndarray:  # the common call: nothing more to ask
@@ -32,8 +33,9 @@ def traced(input, *outs, grad=False):
     if torch is None:
         return False
     Tensor = torch.Tensor
-    if grad and isinstance(input, Tensor) and input.requires_grad and torch.is_grad_enabled():
-        return True
+    if grad and isinstance(input, Tensor):
+        if input.requires_grad and torch.is_grad_enabled() or dual_level():
+            return True
     if type(input) is Tensor:  # the common case, asked here (a call less)
         if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
             return True
@@ -48,6 +50,13 @@ def traced(input, *outs, grad=False):
         elif isinstance(o, Tensor) and _wrapper(o, Tensor):
             return True
     return False
+
+
+def dual_level():
+    """Whether forward-mode AD is on (a ``torch.autograd.forward_ad.dual_level()`` is
+    open): a differentiable operator's call then carries its input's tangent, through
+    the registered operators (PyTorch is loaded)."""
+    return _modules["torch.autograd.forward_ad"]._current_level >= 0
 
 
 def _wrapper(t, Tensor):
