@@ -117,6 +117,31 @@ def test_one_given_nonzero_output_gives_the_other_new(how):
                 assert r[given] is out
 
 
+def test_jit_trace_records_the_operators():
+    """torch.jit.trace (the legacy ONNX exporter's tracer) records the operators: the
+    traced function computes each new input's results (it kept the first call's as
+    constants: the eager path's results come from NumPy memory, which it cannot see)."""
+    import warnings
+
+    def f(x):
+        count, coords = dmlnumba.nonzero_coordinates(x)
+        g = dmlnumba.slice_grad(x[:2], (6, 9), (0, 0), (4, 9), (2, -1))
+        return count, coords, dmlnumba.slice1(x, (1, 0), (5, 9), (-2, 3)), g
+
+    rng = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the tracer's warnings about the fake's checks)
+        tf = torch.jit.trace(f, (_input(rng),), check_trace=False)
+    assert "dmlnumba::slice1" in str(tf.graph) and "dmlnumba::nonzero_coordinates" in str(tf.graph)
+    for p in (0.2, 0.9):
+        x = _input(rng, p=p)
+        (count, coords, *windows), want = tf(x), f(x)
+        n = np.count_nonzero(x.numpy())
+        assert int(count[0]) == int(want[0][0]) == n  # (rows past the count: undefined)
+        assert torch.equal(coords[:n], want[1][:n])
+        assert all(torch.equal(a, b) for a, b in zip(windows, want[2:]))
+
+
 def test_export_holds_the_operators():
     class M(torch.nn.Module):
         def forward(self, x):

@@ -202,6 +202,42 @@ def test_forward_mode_ad_carries_the_tangent(window):
     torch.autograd.gradcheck(f, x.clone().requires_grad_(), check_forward_ad=True)
 
 
+_BAD_PARAMETERS = {
+    "bool stride": lambda x: dmlnumba.slice1(x, (0, 0), (3, 4), (True, 1)),
+    "float stride": lambda x: dmlnumba.slice1(x, (0, 0), (3, 4), (1.5, 1)),
+    "generator offsets": lambda x: dmlnumba.slice1(x, (i for i in (0, 0)), (3, 4), (1, 1)),
+    "bool array sizes": lambda x: dmlnumba.slice1(x, (0, 0), np.array([True, True]), (1, 1)),
+    "bool input_shape": lambda x: dmlnumba.slice_grad(x[:1], (True, 4), (0, 0), (1, 4), (1, 1)),
+    "float offsets": lambda x: dmlnumba.slice_grad(x[:1], (3, 4), (0.0, 0), (1, 4), (1, 1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_PARAMETERS))
+def test_recorded_calls_check_parameters_as_eager_calls(case):
+    """A call that autograd records (the input requires grad) goes through the
+    operators, whose schema took True for 1, refused a float with its own RuntimeError
+    and read a generator twice: it raises the eager call's error, naming the
+    function and parameter."""
+    f = _BAD_PARAMETERS[case]
+    x = torch.arange(12.0).reshape(3, 4)
+    with pytest.raises((TypeError, ValueError)) as eager:
+        f(x)
+    with pytest.raises(type(eager.value)) as recorded:
+        f(x.clone().requires_grad_())
+    name = str(eager.value).split(" must")[0]  # the function and the parameter
+    assert str(recorded.value).startswith(name), (eager.value, recorded.value)
+
+
+def test_recorded_calls_take_their_own_device():
+    """device= naming where the tensor is (the same call) is taken on the operators'
+    path; it was a TypeError calling the tensor a wrapper."""
+    x = torch.arange(12.0).reshape(3, 4).requires_grad_()
+    y = dmlnumba.slice1(x, (0, 0), (3, 4), (1, -1), device="cpu")
+    y.sum().backward()
+    assert torch.equal(y.detach(), x.detach().flip(1)) and torch.equal(x.grad, torch.ones(3, 4))
+    assert torch.equal(dmlnumba.argwhere(x, device="cpu"), torch.argwhere(x.detach()))
+
+
 def test_out_with_an_input_that_requires_grad():
     """An out= write is not differentiable: refused in grad mode (as PyTorch's out=
     calls are), written under no_grad."""

@@ -148,6 +148,11 @@ def _layout(input, device):
     return key
 
 
+def tensor_there(t, device):
+    """Whether the PyTorch tensor ``t`` is where the ``device`` argument names."""
+    return _tensor_there(t, place(device))
+
+
 def _tensor_there(t, where):
     """Whether the tensor ``t`` is where ``where`` (a :func:`place`) names."""
     if where == "cpu":
@@ -242,9 +247,13 @@ def fast_key(x, out, grad):
 
 
 def wrapped(t):
-    """``traced``'s question of a plain tensor: a functional tensor, or a torch.func
-    wrapper (asked only while a transform runs)."""
-    return _tr._functional(t) or (_tr._transforms_active() and _tr._functorch_wrapped(t))
+    """``traced``'s question of a plain tensor: a functional tensor, a torch.func
+    wrapper (asked only while a transform runs), or any while torch.jit.trace runs."""
+    return (
+        _tr._functional(t)
+        or _tr._jit_tracing()
+        or (_tr._transforms_active() and _tr._functorch_wrapped(t))
+    )
 
 
 def out_layout(o):

@@ -41,6 +41,7 @@ from . import torch_grad
 from . import validation as v
 from .dispatch import run_argwhere, run_nonzero, run_slice1, run_slice_grad
 from .interop import dtype_name
+from .layouts import tensor_there
 from .torch_fakes import (
     check_input,
     check_nonzero_outs,
@@ -183,14 +184,44 @@ def _func_wrapped(*args):
 def _eager(f):
     """The eager call, for what the operators do not take: under torch.compile a
     graph break (``fullgraph=True`` refuses it), elsewhere (a wrapper tensor beside
-    an array of another kind) a TypeError."""
+    an array of another kind, a device or stream beside a tensor that autograd or
+    torch.jit.trace records) a TypeError."""
     if torch.compiler.is_compiling():
         return _EAGER[f]
     raise TypeError(
-        f"{f}(): a PyTorch wrapper tensor (FakeTensor, functional tensor, torch.func "
-        f"transform) goes through torch.ops.dmlnumba.{f}, which takes PyTorch tensors as "
-        f"input and outputs, and neither device= nor stream="
+        f"{f}(): a call that PyTorch records (autograd, torch.jit.trace, a wrapper tensor: "
+        f"FakeTensor, functional tensor, torch.func transform) goes through "
+        f"torch.ops.dmlnumba.{f}, which takes PyTorch tensors as input and outputs and "
+        f"runs where they are: no stream=, and device= only the input's own"
     )
+
+
+def _here(input, device):
+    """``device``, or None where it names where the tensor ``input`` is already (the
+    operators' own place: the same call)."""
+    if device is not None and isinstance(input, torch.Tensor) and tensor_there(input, device):
+        return None
+    return device
+
+
+def _window(f, **params):
+    """A window's parameters as the operators' schema reads them, checked first as the
+    eager call checks them (the schema takes True for 1, refuses a float with its own
+    RuntimeError, and would read an iterator twice): a TypeError or ValueError naming
+    the parameter; ints and traced sizes (``torch.SymInt``) pass as they are."""
+    out = []
+    for name, p in params.items():
+        if p is not None and (
+            not isinstance(p, (tuple, list, torch.Size))
+            or not all(type(e) is int or isinstance(e, torch.SymInt) for e in p)
+        ):
+            if not v._is_sequence(p):
+                raise TypeError(
+                    f"{f}(): {name} must be a sequence of integers, not {type(p).__name__}"
+                )
+            p = v.int_values(p, name, f)
+        out.append(p)
+    return out
 
 
 def _eager_slice1(input, offsets, sizes, strides, output_sizes, *, out, device, stream):
@@ -222,6 +253,10 @@ def slice1_call(c):
     """:func:`dmlnumba.slice1` through the operators (``c.args``: the caller's)."""
     input = c.input
     offsets, sizes, strides, output_sizes, out, device, stream = c.args
+    device = _here(input, device)
+    offsets, sizes, strides, output_sizes = _window(
+        "slice1", offsets=offsets, sizes=sizes, strides=strides, output_sizes=output_sizes
+    )
     if not _tensors(input, out) or device is not None or stream is not None:
         return _eager("slice1")(
             input, offsets, sizes, strides, output_sizes, out=out, device=device, stream=stream
@@ -269,6 +304,10 @@ def slice_grad_call(c):
     slice1); ``out=`` is written by ``copy_`` from the operator's result."""
     grad = c.input
     input_shape, offsets, sizes, strides, out, device, stream = c.args
+    device = _here(grad, device)
+    input_shape, offsets, sizes, strides = _window(
+        "slice_grad", input_shape=input_shape, offsets=offsets, sizes=sizes, strides=strides
+    )
     if not _tensors(grad, out) or device is not None or stream is not None:
         return _eager("slice_grad")(
             grad, input_shape, offsets, sizes, strides, out=out, device=device, stream=stream
@@ -295,6 +334,7 @@ def nonzero_call(c):
     or torch.func wrappers, the new outputs are checked and copied in."""
     input = c.input
     width, dtype, max_count, out_count, out_coordinates, device, stream = c.args
+    device = _here(input, device)
     outs = (out_count, out_coordinates)
     if not _tensors(input, *outs) or device is not None or stream is not None:
         return _eager("nonzero_coordinates")(
@@ -332,6 +372,7 @@ def argwhere_call(c):
     """:func:`dmlnumba.argwhere` through the operator."""
     input = c.input
     device, stream = c.args
+    device = _here(input, device)
     if not _tensors(input) or device is not None or stream is not None:
         return _eager("argwhere")(input, device=device, stream=stream)
     if input.dim() == 0:  # NumPy's (1, 0) or (0, 0), as the eager call gives

@@ -17,10 +17,10 @@ TRACED = "traced"  # a string, whose identity torch.compile's tracing keeps (a t
 
 def traced(input, *outs, grad=False):
     """Whether this call goes through the registered PyTorch operators (see
-    :mod:`dmlnumba.torch_ops`): when torch.compile or torch.export traces it (the
-    tracer records one node per call), or when the input or an output is a PyTorch
-    tensor whose own storage holds no data (:func:`_wrapper`), which the eager path
-    must never read or write through DLPack or a data pointer; for a differentiable
+    :mod:`dmlnumba.torch_ops`): when torch.compile, torch.export or torch.jit.trace
+    traces it (the tracer records one node per call), or when the input or an output
+    is a PyTorch tensor whose own storage holds no data (:func:`_wrapper`), which the
+    eager path must never read or write through DLPack or a data pointer; for a differentiable
     operator (``grad``: slice1, slice_grad), also when autograd records the call (an
     input that requires grad, in grad mode, or forward-mode AD: :func:`dual_level`).
     Cheap where PyTorch is not loaded, and for a NumPy input with no other output to
@@ -37,9 +37,13 @@ def traced(input, *outs, grad=False):
         if input.requires_grad and torch.is_grad_enabled() or dual_level():
             return True
     if type(input) is Tensor:  # the common case, asked here (a call less)
-        if _functional(input) or (_transforms_active() and _functorch_wrapped(input)):
+        if (
+            _functional(input)
+            or _jit_tracing()
+            or (_transforms_active() and _functorch_wrapped(input))
+        ):
             return True
-    elif isinstance(input, Tensor) and _wrapper(input, Tensor):
+    elif isinstance(input, Tensor) and (_wrapper(input, Tensor) or _jit_tracing()):
         return True
     for o in outs:
         if o is None:
@@ -73,9 +77,10 @@ def _wrapper(t, Tensor):
 def _first_functional(t):
     """``_functional``'s first call: PyTorch's own checks looked up (PyTorch is
     loaded: ``t`` is a tensor), then asked.  Callers ask ``_functional`` first."""
-    global _functional, _transforms_active, _functorch_wrapped
+    global _functional, _transforms_active, _functorch_wrapped, _jit_tracing
     C = _modules["torch"]._C
     _functional = _modules["torch"]._is_functional_tensor
+    _jit_tracing = C._is_tracing
     _transforms_active = C._are_functorch_transforms_active
     _functorch_wrapped = C._functorch.is_functorch_wrapped_tensor
     return _functional(t)
@@ -98,6 +103,9 @@ _compiling: Any = _not_compiling
 _functional: Any = _first_functional
 _transforms_active: Any = None
 _functorch_wrapped: Any = None
+#: Whether ``torch.jit.trace`` records the call (the legacy ONNX exporter's tracer too):
+#: it must see the operators, or it keeps the first call's result as a constant.
+_jit_tracing: Any = None
 
 
 def _subclass(tp):
