@@ -292,6 +292,38 @@ def test_torch_func_transforms_read_the_values(device):
     assert t[1].tolist() == [4.0, 0.0, 6.0]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_second_derivatives_through_torch_func(device):
+    """hessian (jacfwd over jacrev) and jvp over jacrev go through both operators'
+    backward and forward rules; they raised PyTorch's treespec.unflatten error (the
+    window's lists were pytree nodes of the autograd.Function's arguments)."""
+    from torch.func import grad, hessian, jacrev, jvp
+
+    x = torch.arange(1.0, 7.0, dtype=torch.float64, device=device).reshape(2, 3)
+    loss = lambda a: (dmlnumba.slice1(a, (0, 0), (2, 3), (1, -2)) ** 3).sum()  # noqa: E731
+    ref = lambda a: (a[:, ::2].flip(1) ** 3).sum()  # noqa: E731
+    assert torch.equal(hessian(loss)(x), hessian(ref)(x))
+    t = torch.ones_like(x)
+    assert torch.equal(jvp(jacrev(loss), (x,), (t,))[1], jvp(jacrev(ref), (x,), (t,))[1])
+    # slice_grad's second derivatives: a loss of its (linear) spread of a's cube.
+    sg = lambda a: (dmlnumba.slice_grad(a**3, (2, 5), (0, 1), (2, 4), (1, 2)) ** 2).sum()  # noqa: E731
+
+    def sg_ref(a):
+        z = torch.zeros(2, 5, dtype=a.dtype, device=a.device)
+        return (
+            torch.index_put(
+                z,
+                (torch.arange(2, device=a.device)[:, None], torch.tensor([1, 3], device=a.device)),
+                a[:, :2] ** 3,
+            )
+            ** 2
+        ).sum()
+
+    y = x[:, :2]
+    assert torch.allclose(hessian(sg)(y), hessian(sg_ref)(y))
+    assert torch.allclose(grad(sg)(y), grad(sg_ref)(y))
+
+
 def test_a_functional_out_beside_a_numpy_input_is_refused():
     """The operators take PyTorch tensors: a NumPy input with a functional out= is
     a TypeError (its storage is no data to write)."""

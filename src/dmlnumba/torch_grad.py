@@ -73,47 +73,67 @@ def _slice_grad_vmap(_info, in_dims, grad, input_shape, offsets, sizes, strides)
     return op(g, [n, *input_shape], *window), 0
 
 
+class _Window:
+    """A window's parameters as one argument of the ``autograd.Function`` classes: one
+    leaf of torch.func's pytrees (a list is a node of its elements, which a backward's
+    one None per argument then fails to match: ``hessian`` raised PyTorch's
+    ``treespec.unflatten`` error)."""
+
+    __slots__ = ("params",)
+
+    def __init__(self, *params):
+        self.params = params
+
+
 class _Slice1(torch.autograd.Function):
-    """slice1 under a torch.func transform (``grad``, ``vmap``, ``jacrev``), which
-    takes an operator's registered autograd only through an ``autograd.Function``
-    with its own ``setup_context``: the same operator, the same backward."""
+    """slice1 under a torch.func transform (``grad``, ``vmap``, ``jacrev``) or
+    forward-mode AD, which take an operator's registered autograd only through an
+    ``autograd.Function`` with its own ``setup_context``: the same operator, the same
+    backward; ``window``: offsets, sizes, strides and output_sizes (:class:`_Window`)."""
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(input, offsets, sizes, strides, output_sizes):
+    def forward(input, window):
         with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
-            return torch.ops.dmlnumba.slice1(input, offsets, sizes, strides, output_sizes)
+            return torch.ops.dmlnumba.slice1(input, *window.params)
 
-    setup_context = staticmethod(_slice1_setup)
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, window = inputs
+        _slice1_setup(ctx, (input, *window.params), output)
 
     @staticmethod
     def backward(ctx, grad):
-        return _slice1_backward(ctx, grad)
+        return _slice1_backward(ctx, grad)[0], None
 
     @staticmethod
-    def jvp(ctx, tangent, *_):  # linear: the tangent's slice
+    def jvp(ctx, tangent, _):  # linear: the tangent's slice
         return slice1_op(tangent, ctx.offsets, ctx.sizes, ctx.strides, None)
 
 
 class _SliceGrad(torch.autograd.Function):
-    """slice_grad under a torch.func transform (see :class:`_Slice1`)."""
+    """slice_grad under a torch.func transform (see :class:`_Slice1`; ``window``:
+    input_shape, offsets, sizes and strides)."""
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(grad, input_shape, offsets, sizes, strides):
+    def forward(grad, window):
         with torch._C._AutoDispatchBelowAutograd():  # this Function is the autograd
-            return torch.ops.dmlnumba.slice_grad(grad, input_shape, offsets, sizes, strides)
+            return torch.ops.dmlnumba.slice_grad(grad, *window.params)
 
-    setup_context = staticmethod(_slice_grad_setup)
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        grad, window = inputs
+        _slice_grad_setup(ctx, (grad, *window.params), output)
 
     @staticmethod
     def backward(ctx, grad):
-        return _slice_grad_backward(ctx, grad)
+        return _slice_grad_backward(ctx, grad)[0], None
 
     @staticmethod
-    def jvp(ctx, tangent, *_):  # linear: the tangent's slice_grad
+    def jvp(ctx, tangent, _):  # linear: the tangent's slice_grad
         return slice_grad_op(tangent, ctx.input_shape, *ctx.window)
 
 
@@ -135,7 +155,7 @@ def slice1_op(input, offsets, sizes, strides, output_sizes):
     """``torch.ops.dmlnumba.slice1``, through :class:`_Slice1` under a torch.func
     transform."""
     if _transforms_active():
-        return _Slice1.apply(input, offsets, sizes, strides, output_sizes)
+        return _Slice1.apply(input, _Window(offsets, sizes, strides, output_sizes))
     return torch.ops.dmlnumba.slice1(input, offsets, sizes, strides, output_sizes)
 
 
@@ -143,7 +163,7 @@ def slice_grad_op(grad, input_shape, offsets, sizes, strides):
     """``torch.ops.dmlnumba.slice_grad``, through :class:`_SliceGrad` under a torch.func
     transform."""
     if _transforms_active():
-        return _SliceGrad.apply(grad, input_shape, offsets, sizes, strides)
+        return _SliceGrad.apply(grad, _Window(input_shape, offsets, sizes, strides))
     return torch.ops.dmlnumba.slice_grad(grad, input_shape, offsets, sizes, strides)
 
 
