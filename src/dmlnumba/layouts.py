@@ -239,7 +239,11 @@ def fast_key(x, out, grad):
     if type(x) is _Numba:
         return _numba_layout(x, _Numba)
     rg = x.requires_grad
-    if grad and (rg and _modules["torch"].is_grad_enabled() or _tr.dual_level()):
+    if grad and (
+        rg
+        and _modules["torch"].is_grad_enabled()
+        or _modules["torch.autograd.forward_ad"]._current_level >= 0  # (_tr.dual_level, inline)
+    ):
         return TRACED
     if wrapped(x) or (type(out) is _Tensor and wrapped(out)):
         return TRACED
