@@ -22,9 +22,15 @@ def test_disable_jit_runs_every_path():
         assert (dmlnumba.slice1(y, (1,), (y.size - 1,), (-2,)) == y[1:][::-2]).all()
         assert (dmlnumba.argwhere(x) == np.argwhere(x)).all()
         assert (dmlnumba.argwhere(x[:, ::-2]) == np.argwhere(x[:, ::-2])).all()
+        for v in (x[:, ::-1], x[::-1, 1::3], x.T, x[0, :3, :4][:, ::-1]):  # (wrapping: no warning)
+            count, coords = dmlnumba.nonzero_coordinates(v)
+            assert (coords[: int(count[0])] == np.argwhere(v)).all()
+        g = dmlnumba.slice_grad(x[:, ::-3, ::3], (3, 40, 50), (0, 0, 0), (3, 40, 50), (1, -3, 3))
+        assert (g[:, ::-3, ::3] == x[:, ::-3, ::3]).all()
         print("ok")
     """,
         {"NUMBA_DISABLE_JIT": "1"},
+        flags=("-W", "error::RuntimeWarning"),
     )
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
 
@@ -49,6 +55,34 @@ def test_bad_environment_values_name_the_variable(value):
     assert len(lines) == 2
     assert lines[0].startswith("slice1(): environment variable DMLNUMBA_CPU_SLICE_CHUNK=")
     assert lines[1].startswith("argwhere(): environment variable DMLNUMBA_CPU_SLICE_CHUNK=")
+
+
+def test_settings_assigned_at_run_time_are_checked(monkeypatch):
+    """config.X = v takes the environment's range: a block of -4 or 2.5 elements gave
+    wrong nonzero results, 0 a ZeroDivisionError; the value stays as it was."""
+    import numpy as np
+
+    import dmlnumba
+    from dmlnumba import config
+
+    for name, bad in [
+        ("CPU_NONZERO_BLOCK", -4),
+        ("CPU_NONZERO_BLOCK", 2.5),
+        ("CPU_NONZERO_BLOCK", 0),
+        ("CPU_NONZERO_BLOCK", True),
+        ("CPU_SLICE_CHUNK", "8"),
+        ("CPU_LOAD_CHECK", 2),
+        ("CUDA_THREADS", 48),
+    ]:
+        before, generation = getattr(config, name), config.GENERATION
+        with pytest.raises(ValueError, match=rf"^dmlnumba\.config\.{name} = .* is not valid"):
+            setattr(config, name, bad)
+        assert getattr(config, name) == before and config.GENERATION == generation
+    monkeypatch.setattr(config, "CPU_NONZERO_BLOCK", np.int64(3))  # (NumPy ints are ints)
+    assert type(config.CPU_NONZERO_BLOCK) is int
+    x = np.zeros((3, 5), np.float32)
+    x[0, 1] = x[2, 4] = 1
+    assert (dmlnumba.argwhere(x) == np.argwhere(x)).all()
 
 
 def test_register_cap_out_of_range_names_the_variable():

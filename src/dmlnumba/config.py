@@ -11,14 +11,29 @@ CUDA plans) take as part of their keys: a call made after a change never reuses
 work prepared under the old values.
 """
 
+import operator
 import sys
 import types
 
 
 class _Settings(types.ModuleType):
-    """This module's class: an assignment to an upper-case name counts a generation."""
+    """This module's class: an assignment to an upper-case name counts a generation; a
+    setting's value must be in its range (:data:`_RANGES`, as from the environment)."""
 
     def __setattr__(self, name, value):
+        lo, hi, mult = self.__dict__["_RANGES"].get(name, (None, None, 1))
+        if lo is not None:  # (the environment's range: outside it, wrong results or none)
+            try:
+                v = None if isinstance(value, bool) else operator.index(value)
+            except TypeError:
+                v = None
+            if v is None or not lo <= v <= hi or v % mult:
+                every = f", a multiple of {mult}" if mult > 1 else ""
+                raise ValueError(
+                    f"dmlnumba.config.{name} = {value!r} is not valid: it must be an integer "
+                    f"from {lo} to {hi}{every}"
+                )
+            value = v
         super().__setattr__(name, value)
         if name.isupper() and name != "GENERATION":
             super().__setattr__("GENERATION", self.__dict__.get("GENERATION", 0) + 1)
@@ -144,7 +159,7 @@ _RANGES = {
     "DASK_BLOCK_BYTES": (1, 1 << 50, 1),
     "DASK_BLOCKWISE": (0, 1, 1),
     "CUDA_THREADS": (32, 1024, 32),
-    "CUDA_NONZERO_ITEMS": (4, 1024, 1),
+    "CUDA_NONZERO_ITEMS": (2, 1024, 1),  # (2: the tests' smallest tiles)
     "CUDA_NONZERO_ITEMS_1D": (4, 1024, 1),
     "CUDA_NONZERO_MIN_ITEMS": (1, 1024, 1),
     "CUDA_NONZERO_TILES": (1, 1 << 24, 1),

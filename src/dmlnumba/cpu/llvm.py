@@ -230,14 +230,19 @@ if getattr(_nbconfig, "DISABLE_JIT", 0):
     def pointer(address, item):  # type: ignore[misc]
         return ctypes.cast(int(address), ctypes.POINTER(np.ctypeslib.as_ctypes_type(item)))
 
+    # The passes' unsigned position arithmetic wraps by design, which NumPy's scalars
+    # report as overflow (an error under ``-W error``): not here.
     def call_void(fn, *args):  # type: ignore[misc]  # fn: the Python function's handle
-        python_functions[int(fn)](*args)
+        with np.errstate(over="ignore"):
+            python_functions[int(fn)](*args)
 
     def call_int64(fn, *args):  # type: ignore[misc]
-        return python_functions[int(fn)](*args)
+        with np.errstate(over="ignore"):
+            return python_functions[int(fn)](*args)
 
     def call_pass(fn, args, b):  # type: ignore[misc]
-        return python_functions[int(fn)](data_pointer(args), b)
+        with np.errstate(over="ignore"):
+            return python_functions[int(fn)](data_pointer(args), b)
 
     def stack_array(like, n):
         return np.empty(n, like.dtype)
