@@ -362,6 +362,26 @@ def test_numpy_inputs_under_compile_give_what_eager_calls_give():
         torch.compile(f, fullgraph=True, backend="aot_eager")(h, out)
 
 
+def test_device_of_the_tensor_holds_fullgraph():
+    """device= naming where the tensor is, the same call, holds fullgraph=True (the
+    operators run there); another device (a copy first) runs the eager call, a graph
+    break (fullgraph refuses it)."""
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, 3.0]])
+
+    def f(a):
+        count, _ = dmlnumba.nonzero_coordinates(a, device="cpu")
+        return dmlnumba.slice1(a, (0, 0), (2, 3), (1, -1), device="cpu"), count
+
+    torch._dynamo.reset()
+    window, count = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    assert torch.equal(window, x.flip(1)) and int(count[0]) == 3
+    if torch.cuda.is_available():
+        torch._dynamo.reset()
+        g = lambda a: dmlnumba.slice1(a, (0, 0), (2, 3), (1, -1), device="cuda")  # noqa: E731
+        with pytest.raises(Exception, match="disable"):  # a documented graph break
+            torch.compile(g, fullgraph=True, backend="aot_eager")(x)
+
+
 def _all_three(x):
     window = dmlnumba.slice1(x, (1, 0), (3, 2), (2, -1))
     count, coords = dmlnumba.nonzero_coordinates(x, dtype=torch.int64)
