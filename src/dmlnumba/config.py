@@ -21,18 +21,13 @@ class _Settings(types.ModuleType):
     setting's value must be in its range (:data:`_RANGES`, as from the environment)."""
 
     def __setattr__(self, name, value):
-        lo, hi, mult = self.__dict__["_RANGES"].get(name, (None, None, 1))
-        if lo is not None:  # (the environment's range: outside it, wrong results or none)
+        if name in self.__dict__["_RANGES"]:  # (outside it, wrong results or none)
             try:
                 v = None if isinstance(value, bool) else operator.index(value)
             except TypeError:
                 v = None
-            if v is None or not lo <= v <= hi or v % mult:
-                every = f", a multiple of {mult}" if mult > 1 else ""
-                raise ValueError(
-                    f"dmlnumba.config.{name} = {value!r} is not valid: it must be an integer "
-                    f"from {lo} to {hi}{every}"
-                )
+            if v is None or not _allowed(name, v):
+                raise ValueError(f"dmlnumba.config.{name} = {value!r} is not valid: {_must(name)}")
             value = v
         super().__setattr__(name, value)
         if name.isupper() and name != "GENERATION":
@@ -185,25 +180,34 @@ def check_env(func):
         raise ValueError(f"{func}(): {ENV_ERROR}")
 
 
+def _allowed(name, value):
+    """Whether the int ``value`` is in the setting ``name``'s range (:data:`_RANGES`)."""
+    lo, hi, mult = _RANGES[name]
+    return lo <= value <= hi and value % mult == 0
+
+
+def _must(name):
+    """What the setting ``name``'s value must be, for a message."""
+    lo, hi, mult = _RANGES[name]
+    every = f", a multiple of {mult}" if mult > 1 else ""
+    return f"it must be an integer from {lo} to {hi}{every}"
+
+
 def _from_env():
     import os
     import re
 
     global ENV_ERROR
     g = globals()
-    for k, (lo, hi, mult) in _RANGES.items():
+    for k in _RANGES:
         var = f"DMLNUMBA_{k}"
         raw = os.environ.get(var)
         if raw is None:
             continue
         t = raw.strip()
         value = int(t) if re.fullmatch(r"-?[0-9]+", t) else None
-        if value is None or not lo <= value <= hi or value % mult:
-            every = f", a multiple of {mult}" if mult > 1 else ""
-            ENV_ERROR = (
-                f"environment variable {var}={raw!r} is not valid: it must be an integer "
-                f"from {lo} to {hi}{every} (or unset)"
-            )
+        if value is None or not _allowed(k, value):
+            ENV_ERROR = f"environment variable {var}={raw!r} is not valid: {_must(k)} (or unset)"
             continue
         g[k] = value
 

@@ -132,12 +132,18 @@ def torch_out(o, dtype, name, f):
         )
     if o.requires_grad:
         if torch.is_grad_enabled():
-            raise TypeError(
-                f"{f}(): {name} requires grad, and dmlnumba's writes are not differentiable; "
-                f"pass a tensor that does not, or call under torch.no_grad()"
-            )
+            raise grad_out_error(name, f)
         o = o.detach()
     return o
+
+
+def grad_out_error(name, f):
+    """The TypeError of an output ``name`` that requires grad, in grad mode (the eager
+    path's and the operators' path's)."""
+    return TypeError(
+        f"{f}(): {name} requires grad, and dmlnumba's writes are not differentiable; "
+        f"pass a tensor that does not, or call under torch.no_grad()"
+    )
 
 
 def torch_written(o):

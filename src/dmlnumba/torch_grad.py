@@ -12,6 +12,8 @@ for forward-mode AD (``torch.autograd.forward_ad``: the classes' ``jvp``).
 
 import torch
 
+from .traced import dual_level
+
 
 def _tight_window(offsets, sizes, strides, out_shape):
     """The window SLICE1 reads an output of ``out_shape`` through, tightened so that its
@@ -143,7 +145,7 @@ def _transforms_active():
     ``forward_ad.dual_level()``: the registered autograd has no ``jvp``)."""
     if torch.compiler.is_compiling():
         return False
-    if torch.autograd.forward_ad._current_level >= 0:
+    if dual_level():
         return True
     if not torch._C._are_functorch_transforms_active():
         return False

@@ -40,7 +40,7 @@ import torch
 from . import torch_grad
 from . import validation as v
 from .dispatch import run_argwhere, run_nonzero, run_slice1, run_slice_grad
-from .interop import dtype_name
+from .interop import dtype_name, grad_out_error
 from .layouts import tensor_there
 from .torch_fakes import (
     check_input,
@@ -51,6 +51,7 @@ from .torch_fakes import (
     slice_grad_check,
     torch_dtype,
 )
+from .traced import dual_level
 
 
 @torch.library.custom_op("dmlnumba::slice1", mutates_args=())
@@ -286,17 +287,13 @@ def _no_grad_out(f, input, out):
             f"{f}(): out= does not support automatic differentiation, and the input requires "
             f"grad; call without out=, or under torch.no_grad()"
         )
-    elif out.requires_grad:  # (the eager path's words)
+    elif out.requires_grad:
+        raise grad_out_error("out", f)
+    if dual_level() and torch.autograd.forward_ad.unpack_dual(input).tangent is not None:
         raise TypeError(
-            f"{f}(): out requires grad, and dmlnumba's writes are not differentiable; "
-            f"pass a tensor that does not, or call under torch.no_grad()"
+            f"{f}(): out= does not carry forward-mode tangents, and the input has one; "
+            f"call without out="
         )
-    if torch.autograd.forward_ad._current_level >= 0:
-        if torch.autograd.forward_ad.unpack_dual(input).tangent is not None:
-            raise TypeError(
-                f"{f}(): out= does not carry forward-mode tangents, and the input has one; "
-                f"call without out="
-            )
 
 
 def slice_grad_call(c):
