@@ -94,8 +94,10 @@ def _not_compiling():
     torch = _modules.get("torch")
     if torch is None:
         return False
+    if torch.compiler.is_compiling():  # (set by an eager call: a global a traced call
+        return True  # changes makes torch.compile guard on it, and compile the frame again)
     _compiling = torch.compiler.is_compiling
-    return _compiling()
+    return False
 
 
 _compiling: Any = _not_compiling
